@@ -1,0 +1,81 @@
+// Command svcnet runs Kubernetes Service networking in one binary: `svcnet up`
+// starts the all-in-one cluster, and each component runs alone as its own
+// subcommand.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svcnet/svcnet/internal/cluster"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := &cobra.Command{
+		Use:           "svcnet",
+		Short:         "Kubernetes Service networking, complete and faithful, in one binary",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(upCommand(), apiserverCommand())
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "svcnet:", err)
+		os.Exit(1)
+	}
+}
+
+// apiServerFlags binds the API server's flags, shared by up and apiserver.
+func apiServerFlags(cmd *cobra.Command) *cluster.APIServerOptions {
+	o := &cluster.APIServerOptions{}
+	f := cmd.Flags()
+	f.StringVar(&o.DataDir, "data-dir", cluster.DefaultDataDir(), "directory for etcd data, certificates and the kubeconfig")
+	f.StringVar(&o.BindAddress, "bind-address", "127.0.0.1:6443", "host:port the API server serves HTTPS on")
+	f.StringSliceVar(&o.EtcdServers, "etcd-servers", nil, "external etcd client URLs (default: embedded etcd in the data dir)")
+	f.StringVar(&o.EtcdClientURL, "etcd-client-url", "http://127.0.0.1:2379", "client URL of the embedded etcd (for etcdctl)")
+	f.StringVar(&o.EtcdPeerURL, "etcd-peer-url", "http://127.0.0.1:2380", "peer URL of the embedded etcd")
+	return o
+}
+
+func apiserverCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "apiserver",
+		Short: "Run the API server (kube-apiserver and etcd)",
+		Args:  cobra.NoArgs,
+	}
+	o := apiServerFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		a, err := cluster.StartAPIServer(cmd.Context(), *o)
+		if err != nil {
+			return err
+		}
+		slog.Info("admin kubeconfig written", "path", a.Kubeconfig)
+		return a.Wait()
+	}
+	return cmd
+}
+
+func upCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start the all-in-one cluster on embedded defaults",
+		Args:  cobra.NoArgs,
+	}
+	o := apiServerFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		a, err := cluster.StartAPIServer(cmd.Context(), *o)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("svcnet is up: API server %s\n\n  export KUBECONFIG=%s\n  kubectl get namespaces\n\n", a.URL, a.Kubeconfig)
+		return a.Wait()
+	}
+	return cmd
+}

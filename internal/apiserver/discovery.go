@@ -1,0 +1,209 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"mime"
+	"net/http"
+	"sort"
+	"strings"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/svcnet/svcnet/internal/registry"
+)
+
+// aggregatedType is the response media type that makes clients read
+// /api and /apis as aggregated discovery (apidiscovery.k8s.io/v2).
+const aggregatedType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+var allVerbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+
+// discovery answers /api, /apis and the per-group-version resource lists,
+// computed once from the resource set (it does not change while running).
+type discovery struct {
+	core       apidiscoveryv2.APIGroupDiscoveryList
+	groups     apidiscoveryv2.APIGroupDiscoveryList
+	versions   metav1.APIVersions
+	groupList  metav1.APIGroupList
+	byGroup    map[string]metav1.APIGroup
+	byGV       map[string]metav1.APIResourceList // "v1", "apps/v1"
+	pathsCache []string
+}
+
+type subresource struct {
+	name  string
+	kind  schema.GroupVersionKind // empty group/version: the parent's
+	verbs []string
+}
+
+func subresourcesOf(r *registry.Resource) []subresource {
+	var out []subresource
+	if r.Resource == "namespaces" {
+		out = append(out, subresource{name: "finalize", kind: schema.GroupVersionKind{Kind: r.Kind.Kind}, verbs: []string{"update"}})
+	}
+	if r.Scale != nil {
+		out = append(out, subresource{name: "scale", kind: schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}, verbs: []string{"get", "patch", "update"}})
+	}
+	if r.Status {
+		out = append(out, subresource{name: "status", kind: schema.GroupVersionKind{Kind: r.Kind.Kind}, verbs: []string{"get", "patch", "update"}})
+	}
+	return out
+}
+
+func newDiscovery(set *registry.Set) *discovery {
+	d := &discovery{
+		byGroup: map[string]metav1.APIGroup{},
+		byGV:    map[string]metav1.APIResourceList{},
+	}
+	d.core.Kind, d.core.APIVersion = "APIGroupDiscoveryList", "apidiscovery.k8s.io/v2"
+	d.groups.Kind, d.groups.APIVersion = "APIGroupDiscoveryList", "apidiscovery.k8s.io/v2"
+	d.versions = metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"},
+		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: ""}}}
+	d.groupList = metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}}
+
+	for _, gv := range set.GroupVersions() {
+		var resources []apidiscoveryv2.APIResourceDiscovery
+		list := metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: gv.String()}
+		for _, r := range set.All() {
+			if r.Kind.GroupVersion() != gv {
+				continue
+			}
+			scope := apidiscoveryv2.ScopeCluster
+			if r.Namespaced {
+				scope = apidiscoveryv2.ScopeNamespace
+			}
+			rd := apidiscoveryv2.APIResourceDiscovery{
+				Resource:         r.Resource,
+				ResponseKind:     &metav1.GroupVersionKind{Kind: r.Kind.Kind},
+				Scope:            scope,
+				SingularResource: r.Singular,
+				Verbs:            allVerbs,
+				ShortNames:       r.ShortNames,
+				Categories:       r.Categories,
+			}
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: r.Resource, SingularName: r.Singular, Namespaced: r.Namespaced, Kind: r.Kind.Kind,
+				Verbs: allVerbs, ShortNames: r.ShortNames, Categories: r.Categories,
+			})
+			for _, sub := range subresourcesOf(r) {
+				rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
+					Subresource:  sub.name,
+					ResponseKind: &metav1.GroupVersionKind{Group: sub.kind.Group, Version: sub.kind.Version, Kind: sub.kind.Kind},
+					Verbs:        sub.verbs,
+				})
+				list.APIResources = append(list.APIResources, metav1.APIResource{
+					Name: r.Resource + "/" + sub.name, Namespaced: r.Namespaced, Group: sub.kind.Group,
+					Version: sub.kind.Version, Kind: sub.kind.Kind, Verbs: sub.verbs,
+				})
+			}
+			resources = append(resources, rd)
+		}
+		d.byGV[gv.String()] = list
+		version := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Resources: resources, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+		if gv.Group == "" {
+			d.core.Items = append(d.core.Items, apidiscoveryv2.APIGroupDiscovery{Versions: []apidiscoveryv2.APIVersionDiscovery{version}})
+			continue
+		}
+		g := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: gv.Group}, Versions: []apidiscoveryv2.APIVersionDiscovery{version}}
+		d.groups.Items = append(d.groups.Items, g)
+		gvd := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
+		group := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: gv.Group,
+			Versions: []metav1.GroupVersionForDiscovery{gvd}, PreferredVersion: gvd}
+		d.byGroup[gv.Group] = group
+		d.groupList.Groups = append(d.groupList.Groups, group)
+	}
+	d.pathsCache = []string{"/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v2", "/openapi/v3", "/readyz", "/version"}
+	for gv := range d.byGV {
+		if gv != "v1" {
+			d.pathsCache = append(d.pathsCache, "/apis/"+gv, "/apis/"+strings.Split(gv, "/")[0])
+		}
+	}
+	sort.Strings(d.pathsCache)
+	return d
+}
+
+func (d *discovery) paths() []string { return d.pathsCache }
+
+// wantsAggregated reports whether Accept asks for aggregated discovery v2.
+func wantsAggregated(r *http.Request) bool {
+	for _, entry := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(entry))
+		if err != nil {
+			continue
+		}
+		if mt == "application/json" && params["g"] == "apidiscovery.k8s.io" && params["v"] == "v2" && params["as"] == "APIGroupDiscoveryList" {
+			return true
+		}
+		if mt == "application/json" && params["as"] == "" {
+			return false // plain JSON preferred
+		}
+	}
+	return false
+}
+
+// serve answers discovery paths; it reports false for other paths.
+func (d *discovery) serve(w http.ResponseWriter, r *http.Request) bool {
+	p := strings.TrimSuffix(r.URL.Path, "/")
+	switch {
+	case p == "/api":
+		if wantsAggregated(r) {
+			writeAggregated(w, d.core)
+		} else {
+			writeJSONValue(w, http.StatusOK, d.versions)
+		}
+	case p == "/apis":
+		if wantsAggregated(r) {
+			writeAggregated(w, d.groups)
+		} else {
+			writeJSONValue(w, http.StatusOK, d.groupList)
+		}
+	case p == "/api/v1":
+		writeJSONValue(w, http.StatusOK, d.byGV["v1"])
+	case strings.HasPrefix(p, "/apis/"):
+		rest := strings.TrimPrefix(p, "/apis/")
+		switch strings.Count(rest, "/") {
+		case 0:
+			g, ok := d.byGroup[rest]
+			if !ok {
+				return false
+			}
+			writeJSONValue(w, http.StatusOK, g)
+		case 1:
+			l, ok := d.byGV[rest]
+			if !ok {
+				return false
+			}
+			writeJSONValue(w, http.StatusOK, l)
+		default:
+			return false
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+func writeAggregated(w http.ResponseWriter, v apidiscoveryv2.APIGroupDiscoveryList) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", aggregatedType)
+	w.Header().Set("Vary", "Accept")
+	_, _ = w.Write(body)
+}
+
+// writeJSONValue writes any JSON-marshalable value.
+func writeJSONValue(w http.ResponseWriter, code int, v interface{}) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}

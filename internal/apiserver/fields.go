@@ -1,0 +1,68 @@
+package apiserver
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
+
+	"github.com/svcnet/svcnet/internal/registry"
+)
+
+// fieldManagers tracks metadata.managedFields for every write and performs
+// server-side apply, using apimachinery's field manager over the schemas
+// client-go embeds for the built-in types.
+type fieldManagers struct {
+	tc managedfields.TypeConverter
+	mu sync.Mutex
+	m  map[string]*managedfields.FieldManager
+}
+
+func newFieldManagers() *fieldManagers {
+	return &fieldManagers{tc: applyconfigurations.NewTypeConverter(registry.Scheme), m: map[string]*managedfields.FieldManager{}}
+}
+
+// defaulter runs a kind's strategy defaults, so that applied configurations
+// compare against defaulted objects as upstream's do.
+type defaulter struct{ res *registry.Resource }
+
+func (d defaulter) Default(obj runtime.Object) { d.res.Strategy.Default(obj) }
+
+func (f *fieldManagers) get(res *registry.Resource, sub string) (*managedfields.FieldManager, error) {
+	k := res.Kind.String() + "/" + sub
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fm, ok := f.m[k]; ok {
+		return fm, nil
+	}
+	fm, err := managedfields.NewDefaultFieldManager(f.tc, registry.Scheme, defaulter{res}, registry.Scheme,
+		res.Kind, res.Kind.GroupVersion(), sub, nil)
+	if err != nil {
+		return nil, fmt.Errorf("field manager for %s: %w", res.Kind, err)
+	}
+	f.m[k] = fm
+	return fm, nil
+}
+
+// update records manager's ownership of what changed from live to next.
+// Tracking never fails a write: on error the object is stored as given.
+func (f *fieldManagers) update(res *registry.Resource, sub string, live, next runtime.Object, manager string) runtime.Object {
+	fm, err := f.get(res, sub)
+	if err != nil {
+		slog.Warn("managed fields not tracked", "kind", res.Kind, "err", err)
+		return next
+	}
+	return fm.UpdateNoErrors(live, next, manager)
+}
+
+// apply merges an applied configuration into live as manager.
+func (f *fieldManagers) apply(res *registry.Resource, live, applied runtime.Object, manager string, force bool) (runtime.Object, error) {
+	fm, err := f.get(res, "")
+	if err != nil {
+		return nil, err
+	}
+	return fm.Apply(live, applied, manager, force)
+}

@@ -1,0 +1,452 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/storage"
+)
+
+// This file is the generic write path every resource goes through: the
+// metadata rules upstream's registry applies (uid, timestamps, generation,
+// status handling, finalizers, graceful deletion), the kind's strategy, and
+// one etcd transaction per write.
+
+// maxRetries bounds the read-modify-write loop of an unconditional update.
+const maxRetries = 16
+
+// writeOptions are the query parameters shared by every write.
+type writeOptions struct {
+	dryRun  bool
+	manager string
+	// applied: the object comes from server-side apply, which already set
+	// its managedFields.
+	applied bool
+}
+
+func key(res *registry.Resource, ns, name string) string {
+	if res.Namespaced {
+		return "/registry/" + res.Resource + "/" + ns + "/" + name
+	}
+	return "/registry/" + res.Resource + "/" + name
+}
+
+// prefix is the etcd prefix of a list; ns "" lists all namespaces.
+func prefix(res *registry.Resource, ns string) string {
+	if res.Namespaced && ns != "" {
+		return "/registry/" + res.Resource + "/" + ns + "/"
+	}
+	return "/registry/" + res.Resource + "/"
+}
+
+func rvOf(obj runtime.Object) int64 {
+	a, err := meta.Accessor(obj)
+	if err != nil {
+		return 0
+	}
+	rv, _ := strconv.ParseInt(a.GetResourceVersion(), 10, 64)
+	return rv
+}
+
+// storageError turns a storage error into the API error upstream answers.
+func storageError(err error, res *registry.Resource, name string) error {
+	gr := res.GroupResource()
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return apierrors.NewNotFound(gr, name)
+	case errors.Is(err, storage.ErrExists):
+		return apierrors.NewAlreadyExists(gr, name)
+	case errors.Is(err, storage.ErrConflict):
+		return apierrors.NewConflict(gr, name, errors.New(optimisticLockMsg))
+	case errors.Is(err, storage.ErrTooLarge):
+		return apierrors.NewRequestEntityTooLargeError(err.Error())
+	}
+	var c *storage.CompactedError
+	if errors.As(err, &c) {
+		return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", c.Requested, c.Compacted))
+	}
+	return apierrors.NewInternalError(err)
+}
+
+// optimisticLockMsg is upstream's text for a stale resourceVersion.
+const optimisticLockMsg = "the object has been modified; please apply your changes to the latest version and try again"
+
+func (s *Server) get(ctx context.Context, res *registry.Resource, ns, name string) (runtime.Object, error) {
+	obj, err := s.store.Get(ctx, key(res, ns, name))
+	if err != nil {
+		return nil, storageError(err, res, name)
+	}
+	return obj, nil
+}
+
+// checkNamespace is upstream's NamespaceLifecycle admission for creates.
+func (s *Server) checkNamespace(ctx context.Context, res *registry.Resource, ns, name string) error {
+	if !res.Namespaced {
+		return nil
+	}
+	obj, err := s.store.Get(ctx, key(s.namespaces, "", ns))
+	if errors.Is(err, storage.ErrNotFound) {
+		return apierrors.NewNotFound(s.namespaces.GroupResource(), ns)
+	}
+	if err != nil {
+		return storageError(err, s.namespaces, ns)
+	}
+	a, _ := meta.Accessor(obj)
+	if a.GetDeletionTimestamp() != nil {
+		return apierrors.NewForbidden(res.GroupResource(), name,
+			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	}
+	return nil
+}
+
+func (s *Server) validateCreate(res *registry.Resource, obj runtime.Object) error {
+	a, _ := meta.Accessor(obj)
+	nameFn := res.NameValidation
+	if nameFn == nil {
+		nameFn = validation.NameIsDNSSubdomain
+	}
+	errs := validation.ValidateObjectMetaAccessor(a, res.Namespaced, nameFn, field.NewPath("metadata"))
+	errs = append(errs, res.Strategy.Validate(obj)...)
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(res.Kind.GroupKind(), a.GetName(), errs)
+	}
+	return nil
+}
+
+// create stores a new object of res in namespace ns.
+func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, obj runtime.Object, o writeOptions) (runtime.Object, error) {
+	a, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if res.Namespaced {
+		if a.GetNamespace() == "" {
+			a.SetNamespace(ns)
+		} else if ns != "" && a.GetNamespace() != ns {
+			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	} else {
+		a.SetNamespace("")
+	}
+	if a.GetResourceVersion() != "" {
+		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	if err := s.checkNamespace(ctx, res, a.GetNamespace(), a.GetName()); err != nil {
+		return nil, err
+	}
+	a.SetUID(types.UID(uuid.NewString()))
+	a.SetCreationTimestamp(metav1.NewTime(time.Now().Truncate(time.Second)))
+	a.SetDeletionTimestamp(nil)
+	a.SetDeletionGracePeriodSeconds(nil)
+	a.SetSelfLink("")
+	if res.Status && !res.KeepStatusOnCreate {
+		resetStatus(obj)
+	}
+	if res.Generation {
+		a.SetGeneration(1)
+	} else {
+		a.SetGeneration(0)
+	}
+	res.Strategy.Default(obj)
+	res.Strategy.PrepareForCreate(obj)
+	generated := a.GetName() == "" && a.GetGenerateName() != ""
+	for attempt := 0; ; attempt++ {
+		if generated {
+			a.SetName(a.GetGenerateName() + utilrand.String(5))
+		}
+		if err := s.validateCreate(res, obj); err != nil {
+			return nil, err
+		}
+		if !o.applied {
+			empty, err := registry.Scheme.New(res.Kind)
+			if err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
+			obj = s.fields.update(res, "", empty, obj, o.manager)
+			a, _ = meta.Accessor(obj)
+		}
+		if o.dryRun {
+			return obj, nil
+		}
+		out, err := s.store.Create(ctx, key(res, a.GetNamespace(), a.GetName()), obj, storage.Extra{})
+		if errors.Is(err, storage.ErrExists) && generated && attempt < 8 {
+			continue
+		}
+		if err != nil {
+			return nil, storageError(err, res, a.GetName())
+		}
+		return out, nil
+	}
+}
+
+// mutateFunc computes the desired object from the stored one. cur is nil
+// when the object does not exist and the caller allows creating it.
+type mutateFunc func(cur runtime.Object) (runtime.Object, error)
+
+// update performs a read-modify-write of one object (or of its status or
+// scale when sub says so). A desired object carrying a resourceVersion is
+// a precondition: a different stored version is a 409 Conflict. Without
+// one, the write retries on concurrent changes.
+func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, sub string, o writeOptions,
+	allowCreate bool, mutate mutateFunc) (obj runtime.Object, created bool, err error) {
+	for attempt := 0; attempt < maxRetries; attempt++ {
+		cur, err := s.store.Get(ctx, key(res, ns, name))
+		if errors.Is(err, storage.ErrNotFound) {
+			if !allowCreate {
+				return nil, false, apierrors.NewNotFound(res.GroupResource(), name)
+			}
+			desired, err := mutate(nil)
+			if err != nil {
+				return nil, false, err
+			}
+			if a, _ := meta.Accessor(desired); a != nil && a.GetName() != name {
+				return nil, false, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", a.GetName(), name))
+			}
+			// A create carries no resourceVersion.
+			meta.NewAccessor().SetResourceVersion(desired, "")
+			out, err := s.create(ctx, res, ns, desired, o)
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			return out, err == nil, err
+		}
+		if err != nil {
+			return nil, false, storageError(err, res, name)
+		}
+		desired, err := mutate(cur.DeepCopyObject())
+		if err != nil {
+			return nil, false, err
+		}
+		next, conditional, err := s.prepareUpdate(res, ns, name, sub, cur, desired, o)
+		if err != nil {
+			return nil, false, err
+		}
+		if next == nil { // nothing changed
+			return cur, false, nil
+		}
+		if o.dryRun {
+			return next, false, nil
+		}
+		if finalized(next) {
+			out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), storage.Extra{})
+			if errors.Is(err, storage.ErrConflict) && !conditional {
+				continue
+			}
+			if err != nil {
+				return nil, false, storageError(err, res, name)
+			}
+			return out, false, nil
+		}
+		out, err := s.store.Update(ctx, key(res, ns, name), next, rvOf(cur), storage.Extra{})
+		if (errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound)) && !conditional {
+			continue
+		}
+		if err != nil {
+			return nil, false, storageError(err, res, name)
+		}
+		return out, false, nil
+	}
+	return nil, false, apierrors.NewConflict(res.GroupResource(), name, errors.New("too many concurrent updates, please retry"))
+}
+
+// finalized: the object was being deleted and its last finalizer is gone.
+func finalized(obj runtime.Object) bool {
+	a, _ := meta.Accessor(obj)
+	return a.GetDeletionTimestamp() != nil && len(a.GetFinalizers()) == 0 && !pendingNamespace(obj)
+}
+
+// prepareUpdate applies the metadata rules and the strategy to desired. It
+// returns nil when the write would change nothing.
+func (s *Server) prepareUpdate(res *registry.Resource, ns, name, sub string, cur, desired runtime.Object, o writeOptions) (runtime.Object, bool, error) {
+	a, err := meta.Accessor(desired)
+	if err != nil {
+		return nil, false, apierrors.NewBadRequest(err.Error())
+	}
+	ca, _ := meta.Accessor(cur)
+	if a.GetName() != name {
+		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", a.GetName(), name))
+	}
+	if res.Namespaced {
+		if a.GetNamespace() == "" {
+			a.SetNamespace(ns)
+		} else if a.GetNamespace() != ns {
+			return nil, false, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	} else {
+		a.SetNamespace("")
+	}
+	conditional := a.GetResourceVersion() != ""
+	if conditional && a.GetResourceVersion() != ca.GetResourceVersion() {
+		return nil, false, apierrors.NewConflict(res.GroupResource(), name, errors.New(optimisticLockMsg))
+	}
+	if uid := a.GetUID(); uid != "" && uid != ca.GetUID() {
+		return nil, false, apierrors.NewConflict(res.GroupResource(), name,
+			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, ca.GetUID()))
+	}
+	if sub == "status" {
+		// A status write changes status and nothing else.
+		next := withStatusOf(cur, desired)
+		na, _ := meta.Accessor(next)
+		na.SetManagedFields(a.GetManagedFields())
+		desired, a = next, na
+	}
+	a.SetUID(ca.GetUID())
+	a.SetCreationTimestamp(ca.GetCreationTimestamp())
+	a.SetDeletionTimestamp(ca.GetDeletionTimestamp())
+	a.SetDeletionGracePeriodSeconds(ca.GetDeletionGracePeriodSeconds())
+	a.SetGeneration(ca.GetGeneration())
+	a.SetSelfLink("")
+	a.SetResourceVersion(ca.GetResourceVersion())
+	if sub != "status" && res.Status {
+		copyStatus(desired, cur)
+	}
+	res.Strategy.Default(desired)
+	if sub == "" {
+		res.Strategy.PrepareForUpdate(desired, cur)
+	}
+	if res.Generation && !specEqual(desired, cur) {
+		a.SetGeneration(ca.GetGeneration() + 1)
+	}
+	errs := validation.ValidateObjectMetaAccessorUpdate(a, ca, field.NewPath("metadata"))
+	nameFn := res.NameValidation
+	if nameFn == nil {
+		nameFn = validation.NameIsDNSSubdomain
+	}
+	errs = append(errs, validation.ValidateObjectMetaAccessor(a, res.Namespaced, nameFn, field.NewPath("metadata"))...)
+	errs = append(errs, res.Strategy.ValidateUpdate(desired, cur)...)
+	if len(errs) > 0 {
+		return nil, false, apierrors.NewInvalid(res.Kind.GroupKind(), name, errs)
+	}
+	if !o.applied {
+		desired = s.fields.update(res, sub, cur, desired, o.manager)
+	}
+	if same, err := s.sameStored(cur, desired); err != nil {
+		return nil, false, apierrors.NewInternalError(err)
+	} else if same {
+		return nil, conditional, nil
+	}
+	return desired, conditional, nil
+}
+
+// sameStored reports whether two objects would store the same bytes.
+func (s *Server) sameStored(a, b runtime.Object) (bool, error) {
+	ea, err := registry.JSONCodec{}.Encode(a)
+	if err != nil {
+		return false, err
+	}
+	eb, err := registry.JSONCodec{}.Encode(b)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(ea, eb), nil
+}
+
+// pendingNamespace: a namespace keeps existing while spec.finalizers has
+// entries (the namespace controller empties it through /finalize), even
+// without metadata finalizers.
+func pendingNamespace(obj runtime.Object) bool {
+	ns, ok := obj.(*corev1.Namespace)
+	return ok && len(ns.Spec.Finalizers) > 0
+}
+
+// remove deletes one object, honouring preconditions, finalizers,
+// propagation policy and the kind's graceful deletion. deleted is false when
+// the object was only marked for deletion.
+func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name string, opts *metav1.DeleteOptions, dryRun bool) (obj runtime.Object, deleted bool, err error) {
+	for attempt := 0; attempt < maxRetries; attempt++ {
+		cur, err := s.get(ctx, res, ns, name)
+		if err != nil {
+			return nil, false, err
+		}
+		a, _ := meta.Accessor(cur)
+		if p := opts.Preconditions; p != nil {
+			if p.UID != nil && *p.UID != a.GetUID() {
+				return nil, false, apierrors.NewConflict(res.GroupResource(), name,
+					fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, a.GetUID()))
+			}
+			if p.ResourceVersion != nil && *p.ResourceVersion != a.GetResourceVersion() {
+				return nil, false, apierrors.NewConflict(res.GroupResource(), name,
+					fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, a.GetResourceVersion()))
+			}
+		}
+		next := cur.DeepCopyObject()
+		na, _ := meta.Accessor(next)
+		pending := false
+		if d, ok := res.Strategy.(registry.Deleter); ok {
+			if pending, err = d.PrepareForDelete(next, opts); err != nil {
+				return nil, false, err
+			}
+		}
+		if policy := opts.PropagationPolicy; policy != nil {
+			switch *policy {
+			case metav1.DeletePropagationOrphan:
+				addFinalizer(na, metav1.FinalizerOrphanDependents)
+			case metav1.DeletePropagationForeground:
+				addFinalizer(na, metav1.FinalizerDeleteDependents)
+			}
+		} else if opts.OrphanDependents != nil && *opts.OrphanDependents {
+			addFinalizer(na, metav1.FinalizerOrphanDependents)
+		}
+		if pending || len(na.GetFinalizers()) > 0 || pendingNamespace(next) {
+			if na.GetDeletionTimestamp() == nil {
+				now := metav1.NewTime(time.Now().Truncate(time.Second))
+				na.SetDeletionTimestamp(&now)
+				var zero int64
+				if na.GetDeletionGracePeriodSeconds() == nil {
+					na.SetDeletionGracePeriodSeconds(&zero)
+				}
+			}
+			if dryRun {
+				return next, false, nil
+			}
+			if same, _ := s.sameStored(cur, next); same {
+				return cur, false, nil
+			}
+			out, err := s.store.Update(ctx, key(res, ns, name), next, rvOf(cur), storage.Extra{})
+			if errors.Is(err, storage.ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return nil, false, storageError(err, res, name)
+			}
+			return out, false, nil
+		}
+		if dryRun {
+			return cur, true, nil
+		}
+		out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), storage.Extra{})
+		if errors.Is(err, storage.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, false, storageError(err, res, name)
+		}
+		return out, true, nil
+	}
+	return nil, false, apierrors.NewConflict(res.GroupResource(), name, errors.New("too many concurrent updates, please retry"))
+}
+
+func addFinalizer(a metav1.Object, f string) {
+	for _, x := range a.GetFinalizers() {
+		if x == f {
+			return
+		}
+	}
+	a.SetFinalizers(append(a.GetFinalizers(), f))
+}

@@ -1,0 +1,181 @@
+// Package apiserver serves the Kubernetes REST API over the resources of
+// internal/registry, storing objects in etcd through internal/storage: the
+// verbs (get, list, watch, create, update, patch, delete, deletecollection),
+// status and scale subresources, server-side apply, tables for kubectl,
+// discovery and OpenAPI, with upstream's status codes and messages. kubectl
+// and client-go talk to it as to kube-apiserver.
+package apiserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/storage"
+)
+
+// maxBodyBytes is upstream's limit on a request body (3 MiB).
+const maxBodyBytes = 3 * 1024 * 1024
+
+// Config assembles a Server.
+type Config struct {
+	Store     *storage.Store
+	Resources *registry.Set
+	// OpenAPI serves /openapi/v2 and /openapi/v3...; nil answers 404.
+	OpenAPI http.Handler
+	Version version.Info
+}
+
+// Server is the API server's HTTP handler and write path.
+type Server struct {
+	store      *storage.Store
+	resources  *registry.Set
+	namespaces *registry.Resource
+	fields     *fieldManagers
+	openapi    http.Handler
+	version    version.Info
+	metrics    *metrics
+	discovery  *discovery
+}
+
+// New builds a Server. The resource set must include namespaces.
+func New(c Config) (*Server, error) {
+	ns := c.Resources.ByGVR(corev1.SchemeGroupVersion.WithResource("namespaces"))
+	if ns == nil {
+		return nil, errors.New("the resource set lacks namespaces")
+	}
+	s := &Server{
+		store:      c.Store,
+		resources:  c.Resources,
+		namespaces: ns,
+		fields:     newFieldManagers(),
+		openapi:    c.OpenAPI,
+		version:    c.Version,
+		metrics:    newMetrics(),
+	}
+	s.discovery = newDiscovery(c.Resources)
+	return s, nil
+}
+
+// Bootstrap creates the namespaces every cluster starts with.
+func (s *Server) Bootstrap(ctx context.Context) error {
+	for _, name := range []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		_, err := s.create(ctx, s.namespaces, "", ns, writeOptions{manager: "svcnet-apiserver"})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Serve answers HTTPS on ln until ctx ends, then shuts down gracefully.
+// Clients must present a certificate signed by clientCA except for the
+// health endpoints.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve API: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		// Long-running watches end with the listener; close them.
+		_ = srv.Close()
+	}
+	<-errc
+	return nil
+}
+
+// Handler is the full handler: authentication, metrics, then routing.
+func (s *Server) Handler() http.Handler {
+	return s.metrics.instrument(http.HandlerFunc(s.authenticate))
+}
+
+// anonymousPaths are the endpoints reachable without a client certificate,
+// as upstream allows for health checks.
+var anonymousPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true}
+
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) {
+	if !anonymousPaths[r.URL.Path] && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+		writeJSON(w, http.StatusUnauthorized, &metav1.Status{
+			Status: metav1.StatusFailure, Message: "Unauthorized", Reason: metav1.StatusReasonUnauthorized, Code: http.StatusUnauthorized,
+		})
+		return
+	}
+	s.ServeHTTP(w, r)
+}
+
+// ServeHTTP routes a request that has been authenticated.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	switch {
+	case p == "/healthz" || p == "/livez" || p == "/readyz" || strings.HasPrefix(p, "/healthz/") || strings.HasPrefix(p, "/livez/") || strings.HasPrefix(p, "/readyz/"):
+		s.health(w, r)
+		return
+	case p == "/metrics":
+		s.metrics.ServeHTTP(w, r)
+		return
+	case p == "/version" || p == "/version/":
+		writeJSONValue(w, http.StatusOK, s.version)
+		return
+	case strings.HasPrefix(p, "/openapi/"):
+		if s.openapi != nil {
+			s.openapi.ServeHTTP(w, r)
+			return
+		}
+	case p == "/":
+		writeJSONValue(w, http.StatusOK, map[string][]string{"paths": s.discovery.paths()})
+		return
+	}
+	if s.discovery.serve(w, r) {
+		return
+	}
+	gv, parts, ok := parseResourcePath(p)
+	if !ok {
+		writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
+		return
+	}
+	ri, err := s.resolve(r, gv, parts)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	setRequestLabels(r, ri)
+	s.serveResource(w, r, ri)
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.store.Revision(ctx); err != nil {
+		http.Error(w, "[-]etcd failed: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write([]byte("ok"))
+}

@@ -1,0 +1,158 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+func TestListPagesAndSelectors(t *testing.T) {
+	_, cs := newTestServer(t)
+	ctx := context.Background()
+	cms := cs.CoreV1().ConfigMaps("default")
+	for i := 0; i < 7; i++ {
+		labels := map[string]string{"parity": []string{"even", "odd"}[i%2]}
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%d", i), Labels: labels}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []string
+	cont, rv := "", ""
+	for pages := 0; ; pages++ {
+		l, err := cms.List(ctx, metav1.ListOptions{Limit: 3, Continue: cont})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rv == "" {
+			rv = l.ResourceVersion
+		} else if l.ResourceVersion != rv {
+			t.Fatalf("page %d read at %s, first page at %s", pages, l.ResourceVersion, rv)
+		}
+		for _, it := range l.Items {
+			names = append(names, it.Name)
+		}
+		if cont = l.Continue; cont == "" {
+			break
+		}
+		if l.RemainingItemCount == nil || int(*l.RemainingItemCount) != 7-len(names) {
+			t.Fatalf("remainingItemCount = %v after %d items", l.RemainingItemCount, len(names))
+		}
+	}
+	if fmt.Sprint(names) != "[cm0 cm1 cm2 cm3 cm4 cm5 cm6]" {
+		t.Fatalf("paged names = %v", names)
+	}
+	odd, err := cms.List(ctx, metav1.ListOptions{LabelSelector: "parity=odd", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(odd.Items) != 2 || odd.Items[0].Name != "cm1" || odd.Continue == "" {
+		t.Fatalf("filtered page = %d items, continue %q", len(odd.Items), odd.Continue)
+	}
+	byName, err := cms.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=cm4"})
+	if err != nil || len(byName.Items) != 1 || byName.Items[0].Name != "cm4" {
+		t.Fatalf("field selector: %v %v", err, byName)
+	}
+	_, err = cms.List(ctx, metav1.ListOptions{FieldSelector: "spec.bogus=1"})
+	if !apierrors.IsBadRequest(err) || err.Error() != "field label not supported: spec.bogus" {
+		t.Fatalf("unsupported field selector: %v", err)
+	}
+}
+
+func TestWatchResumesAndSelects(t *testing.T) {
+	_, cs := newTestServer(t)
+	ctx := context.Background()
+	cms := cs.CoreV1().ConfigMaps("default")
+	a, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"sel": "yes"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Changes after a's creation, seen by a watch that resumes from it.
+	if _, err := cms.Patch(ctx, "a", types.MergePatchType, []byte(`{"metadata":{"labels":{"sel":"no"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Patch(ctx, "a", types.MergePatchType, []byte(`{"metadata":{"labels":{"sel":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: a.ResourceVersion, LabelSelector: "sel=yes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// Leaving the selector is a DELETED, entering it an ADDED.
+	for i, want := range []watch.EventType{watch.Deleted, watch.Added} {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type != want {
+				t.Fatalf("event %d = %s, want %s", i, ev.Type, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("event %d not received", i)
+		}
+	}
+}
+
+func TestStatusDryRunAndFinalizers(t *testing.T) {
+	_, cs := newTestServer(t)
+	ctx := context.Background()
+	nss := cs.CoreV1().Namespaces()
+	ns, err := nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.Status.Phase != corev1.NamespaceActive {
+		t.Fatalf("phase = %q", ns.Status.Phase)
+	}
+	// The main resource ignores status; the status subresource changes only status.
+	ns.Status.Phase = corev1.NamespaceTerminating
+	ns.Labels = map[string]string{"x": "y"}
+	up, err := nss.Update(ctx, ns, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Status.Phase != corev1.NamespaceActive || up.Labels["x"] != "y" {
+		t.Fatalf("main update: phase %q labels %v", up.Status.Phase, up.Labels)
+	}
+	up.Status.Phase = corev1.NamespaceTerminating
+	up.Labels = nil
+	st, err := nss.UpdateStatus(ctx, up, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status.Phase != corev1.NamespaceTerminating || st.Labels["x"] != "y" {
+		t.Fatalf("status update: phase %q labels %v", st.Status.Phase, st.Labels)
+	}
+
+	// dryRun validates and stores nothing.
+	cms := cs.CoreV1().ConfigMaps("default")
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dry"}}, metav1.CreateOptions{DryRun: []string{"All"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Get(ctx, "dry", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("dry-run create stored the object: %v", err)
+	}
+
+	// A finalizer holds the object until it is removed.
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{"example.com/hold"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := cms.Get(ctx, "held", metav1.GetOptions{})
+	if err != nil || held.DeletionTimestamp == nil {
+		t.Fatalf("held object: %v %v", err, held)
+	}
+	if _, err := cms.Patch(ctx, "held", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Get(ctx, "held", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("object survived its last finalizer: %v", err)
+	}
+}

@@ -1,0 +1,29 @@
+package cluster
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/svcnet/svcnet/internal/openapi"
+	"github.com/svcnet/svcnet/internal/registry"
+)
+
+// openAPIHandler serves OpenAPI v2 and v3 for the resource set.
+func openAPIHandler(set *registry.Set) (http.Handler, error) {
+	var rs []openapi.Resource
+	for _, r := range set.All() {
+		o := openapi.Resource{GVK: r.Kind, Plural: r.Resource, Namespaced: r.Namespaced}
+		if r.Status {
+			o.Subresources = append(o.Subresources, "status")
+		}
+		if r.Scale != nil {
+			o.Subresources = append(o.Subresources, "scale")
+		}
+		rs = append(rs, o)
+	}
+	svc, err := openapi.New(rs)
+	if err != nil {
+		return nil, fmt.Errorf("build OpenAPI documents: %w", err)
+	}
+	return svc, nil
+}

@@ -1,0 +1,214 @@
+// Package pki creates and keeps the cluster's certificates in the data dir:
+// a CA, the API server's serving certificate and client certificates (the
+// admin's, written into the kubeconfig). Files are reused across restarts so
+// that a kubeconfig stays valid for the life of the data dir.
+package pki
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// validity of every certificate svcnet issues.
+const validity = 10 * 365 * 24 * time.Hour
+
+// CA is a certificate authority with its key.
+type CA struct {
+	Cert    *x509.Certificate
+	Key     crypto.Signer
+	CertPEM []byte
+}
+
+// Pair is an issued certificate and key, PEM-encoded.
+type Pair struct {
+	CertPEM, KeyPEM []byte
+}
+
+// TLS returns the pair as a tls.Certificate.
+func (p Pair) TLS() (tls.Certificate, error) { return tls.X509KeyPair(p.CertPEM, p.KeyPEM) }
+
+// LoadOrCreateCA reads dir/ca.crt and dir/ca.key, creating them if absent.
+func LoadOrCreateCA(dir string) (*CA, error) {
+	p, err := loadPair(dir, "ca")
+	if err == nil {
+		return parseCA(p)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate CA key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "svcnet-ca"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, fmt.Errorf("self-sign CA: %w", err)
+	}
+	pair, err := encode(der, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := savePair(dir, "ca", pair); err != nil {
+		return nil, err
+	}
+	return parseCA(pair)
+}
+
+func parseCA(p Pair) (*CA, error) {
+	tc, err := p.TLS()
+	if err != nil {
+		return nil, fmt.Errorf("parse CA: %w", err)
+	}
+	cert, err := x509.ParseCertificate(tc.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("parse CA certificate: %w", err)
+	}
+	signer, ok := tc.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("CA key cannot sign")
+	}
+	return &CA{Cert: cert, Key: signer, CertPEM: p.CertPEM}, nil
+}
+
+// Pool returns a pool holding only this CA.
+func (ca *CA) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	return pool
+}
+
+// Serving returns dir/name.crt/.key for a server with the given names and
+// IPs, issuing a new pair when absent or when it no longer covers them.
+func (ca *CA) Serving(dir, name string, dnsNames []string, ips []net.IP) (Pair, error) {
+	if p, err := loadPair(dir, name); err == nil && covers(p, dnsNames, ips) {
+		return p, nil
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
+		DNSNames:    dnsNames,
+		IPAddresses: ips,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	return ca.issue(dir, name, tmpl)
+}
+
+// Client returns dir/name.crt/.key for a client certificate of user and
+// groups, issuing it when absent.
+func (ca *CA) Client(dir, name, user string, groups []string) (Pair, error) {
+	if p, err := loadPair(dir, name); err == nil {
+		return p, nil
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	return ca.issue(dir, name, tmpl)
+}
+
+func (ca *CA) issue(dir, name string, tmpl *x509.Certificate) (Pair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return Pair{}, fmt.Errorf("generate %s key: %w", name, err)
+	}
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	tmpl.NotAfter = time.Now().Add(validity)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	if err != nil {
+		return Pair{}, fmt.Errorf("sign %s: %w", name, err)
+	}
+	p, err := encode(der, key)
+	if err != nil {
+		return Pair{}, err
+	}
+	return p, savePair(dir, name, p)
+}
+
+func covers(p Pair, dnsNames []string, ips []net.IP) bool {
+	tc, err := p.TLS()
+	if err != nil {
+		return false
+	}
+	cert, err := x509.ParseCertificate(tc.Certificate[0])
+	if err != nil || time.Now().After(cert.NotAfter) {
+		return false
+	}
+	for _, n := range dnsNames {
+		if cert.VerifyHostname(n) != nil {
+			return false
+		}
+	}
+	for _, ip := range ips {
+		if cert.VerifyHostname(ip.String()) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return n
+}
+
+func encode(der []byte, key *ecdsa.PrivateKey) (Pair, error) {
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return Pair{}, fmt.Errorf("marshal key: %w", err)
+	}
+	return Pair{
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+	}, nil
+}
+
+func loadPair(dir, name string) (Pair, error) {
+	c, err := os.ReadFile(filepath.Join(dir, name+".crt"))
+	if err != nil {
+		return Pair{}, err
+	}
+	k, err := os.ReadFile(filepath.Join(dir, name+".key"))
+	if err != nil {
+		return Pair{}, err
+	}
+	return Pair{CertPEM: c, KeyPEM: k}, nil
+}
+
+func savePair(dir, name string, p Pair) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".key"), p.KeyPEM, 0o600); err != nil {
+		return fmt.Errorf("write %s key: %w", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".crt"), p.CertPEM, 0o644); err != nil {
+		return fmt.Errorf("write %s certificate: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package all
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/workload"
+)
+
+func TestCoreDiscovery(t *testing.T) {
+	set, err := registry.NewSet(core()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// resource: short names, categories, namespaced, status, generation
+	want := map[string]string{
+		"configmaps":             "cm||true|false|false",
+		"endpoints":              "ep||true|false|false",
+		"events":                 "ev||true|false|false",
+		"namespaces":             "ns||false|true|false",
+		"nodes":                  "no||false|true|false",
+		"persistentvolumes":      "pv||false|true|false",
+		"persistentvolumeclaims": "pvc||true|true|false",
+		"pods":                   "po|all|true|true|true",
+		"secrets":                "||true|false|false",
+		"services":               "svc|all|true|true|false",
+		"serviceaccounts":        "sa||true|false|false",
+	}
+	for _, r := range set.All() {
+		got := strings.Join([]string{strings.Join(r.ShortNames, ","), strings.Join(r.Categories, ","),
+			boolString(r.Namespaced), boolString(r.Status), boolString(r.Generation)}, "|")
+		if w, ok := want[r.Resource]; !ok {
+			t.Errorf("unexpected resource %s", r.Resource)
+		} else if got != w {
+			t.Errorf("%s: discovery %s, want %s", r.Resource, got, w)
+		}
+		delete(want, r.Resource)
+		if r.Kind.Group != "" || r.Kind.Version != "v1" || !registry.Scheme.Recognizes(r.Kind) {
+			t.Errorf("%s: bad kind %s", r.Resource, r.Kind)
+		}
+		hasName := false
+		for _, c := range r.Columns {
+			hasName = hasName || c.Format == "name"
+		}
+		if !hasName {
+			t.Errorf("%s: no name column", r.Resource)
+		}
+	}
+	for r := range want {
+		t.Errorf("missing resource %s", r)
+	}
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+func TestPodTemplateHooks(t *testing.T) {
+	tmpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}}}
+	workload.DefaultTemplate(tmpl)
+	if tmpl.Spec.RestartPolicy != corev1.RestartPolicyAlways || tmpl.Spec.Containers[0].ImagePullPolicy != corev1.PullAlways {
+		t.Fatalf("template not defaulted: %+v", tmpl.Spec)
+	}
+	if tmpl.Spec.EnableServiceLinks != nil {
+		t.Error("enableServiceLinks is a pod default, not a template one")
+	}
+	tmpl.Spec.Containers[0].Image = ""
+	errs := workload.ValidatePodTemplate(tmpl, field.NewPath("spec", "template"))
+	if len(errs) != 1 || errs[0].Error() != "spec.template.spec.containers[0].image: Required value" {
+		t.Fatalf("got %v", errs)
+	}
+}

@@ -1,0 +1,29 @@
+package all
+
+import (
+	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/deployment"
+	"github.com/svcnet/svcnet/internal/registry/endpointslice"
+	"github.com/svcnet/svcnet/internal/registry/ingress"
+	"github.com/svcnet/svcnet/internal/registry/ingressclass"
+	"github.com/svcnet/svcnet/internal/registry/lease"
+	"github.com/svcnet/svcnet/internal/registry/replicaset"
+	"github.com/svcnet/svcnet/internal/registry/statefulset"
+	"github.com/svcnet/svcnet/internal/registry/storageclass"
+)
+
+// groups returns the served resources of the named API groups: apps,
+// discovery.k8s.io, networking.k8s.io, storage.k8s.io and
+// coordination.k8s.io.
+func groups() []*registry.Resource {
+	return []*registry.Resource{
+		deployment.Resource(),
+		replicaset.Resource(),
+		statefulset.Resource(),
+		endpointslice.Resource(),
+		ingress.Resource(),
+		ingressclass.Resource(),
+		storageclass.Resource(),
+		lease.Resource(),
+	}
+}

@@ -1,0 +1,26 @@
+package serviceaccount
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestResource(t *testing.T) {
+	r := Resource()
+	if r.Resource != "serviceaccounts" || strings.Join(r.ShortNames, ",") != "sa" || !r.Namespaced || r.Status {
+		t.Fatalf("discovery = %+v", r)
+	}
+	var names []string
+	for _, c := range r.Columns {
+		names = append(names, c.Name)
+	}
+	if got := strings.Join(names, ","); got != "Name,Secrets,Age" {
+		t.Fatalf("columns = %s", got)
+	}
+	sa := &corev1.ServiceAccount{Secrets: []corev1.ObjectReference{{Name: "a"}, {Name: "b"}}}
+	if got := r.Columns[1].Cell(sa); got != int64(2) {
+		t.Errorf("SECRETS = %v (%T)", got, got)
+	}
+}

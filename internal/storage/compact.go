@@ -1,0 +1,37 @@
+package storage
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// RunCompactor compacts etcd's history every interval, keeping the changes
+// of the last interval, as kube-apiserver does: each tick compacts to the
+// revision seen at the previous tick. Watches and lists older than that get
+// 410 Gone. It returns when ctx ends.
+func (s *Store) RunCompactor(ctx context.Context, interval time.Duration) {
+	var last int64
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if last > 0 {
+			if _, err := s.Client.Compact(ctx, last); err != nil && ctx.Err() == nil {
+				slog.Warn("etcd compaction failed", "revision", last, "err", err)
+			}
+		}
+		rev, err := s.Revision(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				slog.Warn("etcd revision read failed", "err", err)
+			}
+			continue
+		}
+		last = rev
+	}
+}

@@ -1,0 +1,256 @@
+// Package e2e drives svcnet as a user does: it builds the binary, starts
+// `svcnet up` on a fresh data dir and loopback ports, and runs the real
+// kubectl against it.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the svcnet binary built once for the package's tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "svcnet-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "svcnet")
+	build := exec.Command("go", "build", "-o", binary, "../../cmd/svcnet")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build svcnet:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// kubectlPath is the real kubectl the tests run.
+const kubectlPath = "/usr/bin/kubectl"
+
+// cluster is one running `svcnet up`.
+type cluster struct {
+	t          *testing.T
+	dataDir    string
+	apiAddr    string
+	etcdClient string
+	etcdPeer   string
+	cacheDir   string
+	cmd        *exec.Cmd
+	log        *bytes.Buffer
+}
+
+// freePort returns a loopback port nobody listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startCluster starts `svcnet up` on a new data dir and waits until it
+// answers; it is stopped when the test ends.
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	if _, err := os.Stat(kubectlPath); err != nil {
+		t.Fatalf("kubectl not found at %s: %v", kubectlPath, err)
+	}
+	c := &cluster{
+		t:          t,
+		dataDir:    t.TempDir(),
+		cacheDir:   t.TempDir(),
+		apiAddr:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		etcdClient: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+		etcdPeer:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+	}
+	c.start()
+	t.Cleanup(c.stop)
+	return c
+}
+
+func (c *cluster) start() {
+	c.t.Helper()
+	c.log = &bytes.Buffer{}
+	c.cmd = exec.Command(binary, "up", "--data-dir", c.dataDir, "--bind-address", c.apiAddr,
+		"--etcd-client-url", c.etcdClient, "--etcd-peer-url", c.etcdPeer)
+	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	if err := c.cmd.Start(); err != nil {
+		c.t.Fatalf("start svcnet up: %v", err)
+	}
+	c.waitReady()
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (c *cluster) stop() {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- c.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			c.t.Errorf("svcnet up exited with %v; log:\n%s", err, c.log)
+		}
+	case <-time.After(20 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+		c.t.Errorf("svcnet up did not stop within 20s of SIGTERM; log:\n%s", c.log)
+	}
+	c.cmd = nil
+}
+
+// restart stops and starts the cluster on the same data dir and ports.
+func (c *cluster) restart() {
+	c.t.Helper()
+	c.stop()
+	c.start()
+}
+
+func (c *cluster) kubeconfig() string { return filepath.Join(c.dataDir, "kubeconfig") }
+
+func (c *cluster) waitReady() {
+	c.t.Helper()
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if c.cmd.ProcessState != nil {
+			c.t.Fatalf("svcnet up exited: %s", c.log)
+		}
+		resp, err := client.Get("https://" + c.apiAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				if _, err := os.Stat(c.kubeconfig()); err == nil {
+					return
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("svcnet up not ready after 60s; log:\n%s", c.log)
+}
+
+// kubectl runs the real kubectl with args and returns its combined output
+// and exit error.
+func (c *cluster) kubectl(stdin string, args ...string) (string, error) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--cache-dir", c.cacheDir}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig(), "HOME="+c.cacheDir)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// must runs kubectl and fails the test on a non-zero exit.
+func (c *cluster) must(args ...string) string {
+	c.t.Helper()
+	out, err := c.kubectl("", args...)
+	if err != nil {
+		c.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// apply pipes a manifest to `kubectl apply -f -` (or other args given).
+func (c *cluster) withStdin(stdin string, args ...string) string {
+	c.t.Helper()
+	out, err := c.kubectl(stdin, args...)
+	if err != nil {
+		c.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// fails runs kubectl expecting a non-zero exit and returns the output.
+func (c *cluster) fails(args ...string) string {
+	c.t.Helper()
+	out, err := c.kubectl("", args...)
+	if err == nil {
+		c.t.Fatalf("kubectl %s succeeded, want failure:\n%s", strings.Join(args, " "), out)
+	}
+	return out
+}
+
+// eventually polls cond until it returns "" (success) or the timeout
+// passes, then fails with cond's last message.
+func eventually(t *testing.T, timeout time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	msg := ""
+	for time.Now().Before(deadline) {
+		if msg = cond(); msg == "" {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("condition not met within %s: %s", timeout, msg)
+}
+
+// kubectlEnv runs kubectl with extra environment variables.
+func (c *cluster) kubectlEnv(env []string, args ...string) (string, error) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--cache-dir", c.cacheDir}, args...)...)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+c.kubeconfig(), "HOME="+c.cacheDir), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// kubectlStream runs a long kubectl (get -w) and sends each output line to
+// lines; stop ends it.
+func (c *cluster) kubectlStream(lines chan<- string, args ...string) func() {
+	c.t.Helper()
+	cmd := exec.Command(kubectlPath, append([]string{"--cache-dir", c.cacheDir}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig(), "HOME="+c.cacheDir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if stderr.Len() > 0 {
+			c.t.Logf("kubectl %v stderr: %s", args, stderr.String())
+		}
+	}
+}
+
+// insecureTLS is for probing /readyz and anonymous access only.
+func insecureTLS() *tls.Config { return &tls.Config{InsecureSkipVerify: true} }

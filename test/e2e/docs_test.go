@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// consoleBlock is one ```console example: commands after "$ " and the
+// output expected after each.
+type consoleStep struct {
+	cmd  string
+	want []string
+}
+
+func consoleSteps(t *testing.T, page string) []consoleStep {
+	t.Helper()
+	f, err := os.Open(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var steps []consoleStep
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "```console":
+			in = true
+		case in && line == "```":
+			in = false
+		case in && strings.HasPrefix(line, "$ "):
+			steps = append(steps, consoleStep{cmd: strings.TrimPrefix(line, "$ ")})
+		case in && len(steps) > 0 && line != "":
+			steps[len(steps)-1].want = append(steps[len(steps)-1].want, line)
+		}
+	}
+	return steps
+}
+
+// age matches an AGE cell, which differs from run to run.
+var age = regexp.MustCompile(`\b\d+(s|m|h|d)\b`)
+
+func normalize(lines []string) string {
+	var out []string
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		out = append(out, strings.Join(strings.Fields(age.ReplaceAllString(l, "AGE")), " "))
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestDocsExamples runs every console example in docs/ against a fresh
+// cluster and compares the output.
+func TestDocsExamples(t *testing.T) {
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs pages: %v", err)
+	}
+	for _, page := range pages {
+		steps := consoleSteps(t, page)
+		if len(steps) == 0 {
+			continue
+		}
+		t.Run(filepath.Base(page), func(t *testing.T) {
+			c := startCluster(t)
+			bin := t.TempDir()
+			// kubectl in the examples runs with this cluster's cache dir.
+			wrapper := "#!/bin/sh\nexec " + kubectlPath + " --cache-dir " + c.cacheDir + " \"$@\"\n"
+			if err := os.WriteFile(filepath.Join(bin, "kubectl"), []byte(wrapper), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range steps {
+				if strings.HasPrefix(st.cmd, "etcdctl ") {
+					if _, err := exec.LookPath("etcdctl"); err != nil {
+						if os.Getenv("CI") != "" {
+							t.Fatalf("etcdctl is not installed (.ci/run installs etcd-client)")
+						}
+						t.Logf("skipping %q: etcdctl not installed", st.cmd)
+						continue
+					}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				cmd := exec.CommandContext(ctx, "sh", "-c", st.cmd)
+				cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.kubeconfig(),
+					"HOME="+c.cacheDir, "ETCDCTL_API=3", "ETCDCTL_ENDPOINTS="+c.etcdClient)
+				out, _ := cmd.CombinedOutput()
+				cancel()
+				if got, want := normalize(strings.Split(string(out), "\n")), normalize(st.want); got != want {
+					t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", filepath.Base(page), st.cmd, got, want)
+				}
+			}
+		})
+	}
+}
