@@ -83,7 +83,7 @@ func TestInformerExactCopyAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	defer func() { cancel(); factory.Shutdown() }()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		t.Fatal("informer did not sync")
 	}
