@@ -42,9 +42,19 @@ type requestLabels struct{ verb, group, resource, subresource string }
 type labelsKey struct{}
 
 func setRequestLabels(r *http.Request, ri *requestInfo) {
-	if l, ok := r.Context().Value(labelsKey{}).(*requestLabels); ok {
-		l.verb, l.group, l.resource, l.subresource = strings.ToUpper(ri.verb), ri.res.Kind.Group, ri.res.Resource, ri.subresource
+	l, ok := r.Context().Value(labelsKey{}).(*requestLabels)
+	if !ok {
+		return
 	}
+	// As upstream: the HTTP method, except LIST, WATCH and APPLY.
+	l.verb = r.Method
+	switch {
+	case ri.verb == "list" || ri.verb == "watch":
+		l.verb = strings.ToUpper(ri.verb)
+	case ri.verb == "patch" && strings.HasPrefix(r.Header.Get("Content-Type"), "application/apply-patch"):
+		l.verb = "APPLY"
+	}
+	l.group, l.resource, l.subresource = ri.res.Kind.Group, ri.res.Resource, ri.subresource
 }
 
 // statusRecorder remembers the response code and keeps Flush working for

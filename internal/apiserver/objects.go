@@ -173,19 +173,25 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 		if err := s.validateCreate(res, obj); err != nil {
 			return nil, err
 		}
+		next := obj
 		if !o.applied {
 			empty, err := registry.Scheme.New(res.Kind)
 			if err != nil {
 				return nil, apierrors.NewInternalError(err)
 			}
-			obj = s.fields.update(res, "", empty, obj, o.manager)
-			a, _ = meta.Accessor(obj)
+			next = s.fields.update(res, "", empty, obj, o.manager)
+		} else {
+			next = obj.DeepCopyObject()
+		}
+		extra, err := prepareWrite(ctx, res, next, nil, o.dryRun)
+		if err != nil {
+			return nil, err
 		}
 		if o.dryRun {
-			return obj, nil
+			return next, nil
 		}
-		out, err := s.store.Create(ctx, key(res, a.GetNamespace(), a.GetName()), obj, storage.Extra{})
-		if errors.Is(err, storage.ErrExists) && generated && attempt < 8 {
+		out, err := s.store.Create(ctx, key(res, a.GetNamespace(), a.GetName()), next, extra)
+		if attempt < maxRetries && ((errors.Is(err, storage.ErrExists) && generated) || errors.Is(err, storage.ErrExtraFailed)) {
 			continue
 		}
 		if err != nil {
@@ -193,6 +199,15 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 		}
 		return out, nil
 	}
+}
+
+// prepareWrite runs the kind's registry.Writer hook, if it has one.
+func prepareWrite(ctx context.Context, res *registry.Resource, obj, old runtime.Object, dryRun bool) (storage.Extra, error) {
+	w, ok := res.Strategy.(registry.Writer)
+	if !ok {
+		return storage.Extra{}, nil
+	}
+	return w.PrepareWrite(ctx, obj, old, dryRun)
 }
 
 // mutateFunc computes the desired object from the stored one. cur is nil
@@ -240,12 +255,16 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 		if next == nil { // nothing changed
 			return cur, false, nil
 		}
-		if o.dryRun {
-			return next, false, nil
-		}
 		if finalized(next) {
-			out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), storage.Extra{})
-			if errors.Is(err, storage.ErrConflict) && !conditional {
+			extra, err := prepareWrite(ctx, res, nil, cur, o.dryRun)
+			if err != nil {
+				return nil, false, err
+			}
+			if o.dryRun {
+				return next, false, nil
+			}
+			out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), extra)
+			if (errors.Is(err, storage.ErrConflict) && !conditional) || errors.Is(err, storage.ErrExtraFailed) {
 				continue
 			}
 			if err != nil {
@@ -253,8 +272,15 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 			}
 			return out, false, nil
 		}
-		out, err := s.store.Update(ctx, key(res, ns, name), next, rvOf(cur), storage.Extra{})
-		if (errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound)) && !conditional {
+		extra, err := prepareWrite(ctx, res, next, cur, o.dryRun)
+		if err != nil {
+			return nil, false, err
+		}
+		if o.dryRun {
+			return next, false, nil
+		}
+		out, err := s.store.Update(ctx, key(res, ns, name), next, rvOf(cur), extra)
+		if ((errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound)) && !conditional) || errors.Is(err, storage.ErrExtraFailed) {
 			continue
 		}
 		if err != nil {
@@ -427,11 +453,15 @@ func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name st
 			}
 			return out, false, nil
 		}
+		extra, err := prepareWrite(ctx, res, nil, cur, dryRun)
+		if err != nil {
+			return nil, false, err
+		}
 		if dryRun {
 			return cur, true, nil
 		}
-		out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), storage.Extra{})
-		if errors.Is(err, storage.ErrConflict) {
+		out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), extra)
+		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrExtraFailed) {
 			continue
 		}
 		if err != nil {

@@ -71,7 +71,8 @@ func newTestServer(t *testing.T) (*Server, kubernetes.Interface) {
 	if err := s.Bootstrap(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(s)
+	// Everything but client-certificate authentication, which needs TLS.
+	hs := httptest.NewServer(s.metrics.instrument(s))
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()

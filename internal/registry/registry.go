@@ -7,6 +7,7 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"sort"
 
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/internal/storage"
 )
 
 // Strategy holds a kind's own rules. Generic rules (object metadata, status
@@ -169,4 +172,17 @@ type Deleter interface {
 	// mark obj as being deleted and return pending=true, in which case obj
 	// is stored instead of removed.
 	PrepareForDelete(obj runtime.Object, opts *metav1.DeleteOptions) (pending bool, err error)
+}
+
+// Writer is implemented by strategies whose objects own state stored beside
+// them in etcd, such as the Service IP and port allocation bitmaps.
+type Writer interface {
+	// PrepareWrite runs after validation, right before the object is
+	// stored, with the object to store (nil on delete) and the stored one
+	// (nil on create). It may fill fields of obj (allocated values) and
+	// returns the conditions and operations that must commit in the same
+	// etcd transaction as the object. When one of those conditions fails
+	// the whole write starts again from a fresh read. With dryRun nothing
+	// will be committed.
+	PrepareWrite(ctx context.Context, obj, old runtime.Object, dryRun bool) (storage.Extra, error)
 }
