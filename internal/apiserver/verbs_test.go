@@ -156,3 +156,31 @@ func TestStatusDryRunAndFinalizers(t *testing.T) {
 		t.Fatalf("object survived its last finalizer: %v", err)
 	}
 }
+
+func TestTerminatingNamespaceRefusesContent(t *testing.T) {
+	_, cs := newTestServer(t)
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "going"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Namespaces().Delete(ctx, "going", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, "going", metav1.GetOptions{})
+	if err != nil || ns.DeletionTimestamp == nil {
+		t.Fatalf("namespace with finalizers was not kept for finalization: %v %v", err, ns)
+	}
+	_, err = cs.CoreV1().ConfigMaps("going").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late"}}, metav1.CreateOptions{})
+	want := `configmaps "late" is forbidden: unable to create new content in namespace going because it is being terminated`
+	if !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Fatalf("create in terminating namespace: %v", err)
+	}
+	// Emptying spec.finalizers through /finalize removes the namespace.
+	ns.Spec.Finalizers = nil
+	if _, err := cs.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "going", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("finalized namespace still there: %v", err)
+	}
+}
