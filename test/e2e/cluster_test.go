@@ -93,6 +93,9 @@ func (c *cluster) start() {
 	c.cmd = exec.Command(binary, "up", "--data-dir", c.dataDir, "--bind-address", c.apiAddr,
 		"--etcd-client-url", c.etcdClient, "--etcd-peer-url", c.etcdPeer)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	// Should the test binary die (a timeout panic skips cleanups), the
+	// cluster dies with it.
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := c.cmd.Start(); err != nil {
 		c.t.Fatalf("start svcnet up: %v", err)
 	}
