@@ -153,16 +153,26 @@ func (s *Server) listObjects(ctx context.Context, res *registry.Resource, ns str
 	return out, nil
 }
 
-func (s *Server) serveList(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
+// readList reads what list and watch share: the answer's format, the
+// options with their table options, and the selector.
+func readList(r *http.Request, ri *requestInfo) (outputFormat, *metav1.ListOptions, *metav1.TableOptions, *selector, error) {
 	f, err := negotiate(r)
 	if err != nil {
-		return err
+		return f, nil, nil, nil, err
 	}
-	opts := &metav1.ListOptions{}
+	opts, topts := &metav1.ListOptions{}, &metav1.TableOptions{}
 	if err := decodeQuery(r, opts); err != nil {
-		return err
+		return f, nil, nil, nil, err
+	}
+	if err := decodeQuery(r, topts); err != nil {
+		return f, nil, nil, nil, err
 	}
 	sel, err := newSelector(ri.res, opts.LabelSelector, opts.FieldSelector)
+	return f, opts, topts, sel, err
+}
+
+func (s *Server) serveList(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
+	f, opts, topts, sel, err := readList(r, ri)
 	if err != nil {
 		return err
 	}
@@ -176,10 +186,6 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, ri *requestIn
 	}
 	switch f.as {
 	case "Table":
-		topts := &metav1.TableOptions{}
-		if err := decodeQuery(r, topts); err != nil {
-			return err
-		}
 		t, err := s.table(ri.res, page.Items, topts.IncludeObject, false)
 		if err != nil {
 			return err

@@ -39,20 +39,8 @@ type watcher struct {
 }
 
 func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
-	f, err := negotiate(r)
+	f, opts, topts, sel, err := readList(r, ri)
 	if err != nil {
-		return err
-	}
-	opts := &metav1.ListOptions{}
-	if err := decodeQuery(r, opts); err != nil {
-		return err
-	}
-	sel, err := newSelector(ri.res, opts.LabelSelector, opts.FieldSelector)
-	if err != nil {
-		return err
-	}
-	topts := &metav1.TableOptions{}
-	if err := decodeQuery(r, topts); err != nil {
 		return err
 	}
 	if f.as == "PartialObjectMetadataList" {

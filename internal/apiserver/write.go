@@ -137,77 +137,97 @@ func dryRunOf(values []string) (bool, error) {
 }
 
 func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
-	f, err := negotiate(r)
+	wr, err := readWrite(r, &metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
-	opts := &metav1.CreateOptions{}
-	if err := decodeQuery(r, opts); err != nil {
-		return err
-	}
-	directive, err := fieldValidation(r)
+	obj, warnings, err := decodeObject(ri.res, ri.res.Kind, r.Header.Get("Content-Type"), wr.body, wr.directive)
 	if err != nil {
 		return err
 	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	obj, warnings, err := decodeObject(ri.res, ri.res.Kind, r.Header.Get("Content-Type"), body, directive)
-	if err != nil {
-		return err
-	}
-	o, err := s.writeOptions(r, opts.DryRun, opts.FieldManager)
-	if err != nil {
-		return err
-	}
-	out, err := s.create(r.Context(), ri.res, ri.namespace, obj, o)
+	out, err := s.create(r.Context(), ri.res, ri.namespace, obj, wr.o)
 	if err != nil {
 		return err
 	}
 	addWarnings(w, warnings)
-	writeObject(w, http.StatusCreated, plain(f), out)
+	writeObject(w, http.StatusCreated, wr.f, out)
 	return nil
 }
 
-func (s *Server) writeOptions(r *http.Request, dryRun []string, manager string) (writeOptions, error) {
-	dr, err := dryRunOf(dryRun)
-	if err != nil {
-		return writeOptions{}, err
-	}
-	m, err := managerName(r, manager)
-	if err != nil {
-		return writeOptions{}, err
-	}
-	return writeOptions{dryRun: dr, manager: m}, nil
+// writeRequest is what create, update and patch all read first.
+type writeRequest struct {
+	f         outputFormat
+	directive string // fieldValidation
+	body      []byte
+	o         writeOptions
 }
 
-func (s *Server) serveUpdate(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
+// readWrite negotiates the answer's format, decodes the options (a
+// Create-, Update- or PatchOptions) and reads the body.
+func readWrite(r *http.Request, opts runtime.Object) (*writeRequest, error) {
 	f, err := negotiate(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	opts := &metav1.UpdateOptions{}
 	if err := decodeQuery(r, opts); err != nil {
-		return err
+		return nil, err
+	}
+	var dryRun []string
+	var manager string
+	switch o := opts.(type) {
+	case *metav1.CreateOptions:
+		dryRun, manager = o.DryRun, o.FieldManager
+	case *metav1.UpdateOptions:
+		dryRun, manager = o.DryRun, o.FieldManager
+	case *metav1.PatchOptions:
+		dryRun, manager = o.DryRun, o.FieldManager
 	}
 	directive, err := fieldValidation(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	body, err := readBody(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	o, err := s.writeOptions(r, opts.DryRun, opts.FieldManager)
+	dr, err := dryRunOf(dryRun)
+	if err != nil {
+		return nil, err
+	}
+	m, err := managerName(r, manager)
+	if err != nil {
+		return nil, err
+	}
+	return &writeRequest{f: plain(f), directive: directive, body: body, o: writeOptions{dryRun: dr, manager: m}}, nil
+}
+
+// bodyKind is the kind a write to this path carries.
+func bodyKind(ri *requestInfo) schema.GroupVersionKind {
+	if ri.subresource == "scale" {
+		return autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+	}
+	return ri.res.Kind
+}
+
+// respondWrite answers a successful update or patch.
+func respondWrite(w http.ResponseWriter, ri *requestInfo, wr *writeRequest, warnings []string, out runtime.Object, created bool) {
+	addWarnings(w, warnings)
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	if ri.subresource == "scale" {
+		out = scaleOf(out, ri.res)
+	}
+	writeObject(w, code, wr.f, out)
+}
+
+func (s *Server) serveUpdate(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
+	wr, err := readWrite(r, &metav1.UpdateOptions{})
 	if err != nil {
 		return err
 	}
-	kind := ri.res.Kind
-	if ri.subresource == "scale" {
-		kind = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
-	}
-	obj, warnings, err := decodeObject(ri.res, kind, r.Header.Get("Content-Type"), body, directive)
+	obj, warnings, err := decodeObject(ri.res, bodyKind(ri), r.Header.Get("Content-Type"), wr.body, wr.directive)
 	if err != nil {
 		return err
 	}
@@ -220,24 +240,21 @@ func (s *Server) serveUpdate(w http.ResponseWriter, r *http.Request, ri *request
 	default:
 		mutate = func(runtime.Object) (runtime.Object, error) { return obj.DeepCopyObject(), nil }
 	}
-	sub := ri.subresource
-	if sub == "scale" {
-		sub = "" // replicas is spec: the main resource's rules apply
-	}
-	out, created, err := s.update(r.Context(), ri.res, ri.namespace, ri.name, sub, o, false, mutate)
+	out, created, err := s.update(r.Context(), ri.res, ri.namespace, ri.name, writeSubresource(ri), wr.o, false, mutate)
 	if err != nil {
 		return err
 	}
-	addWarnings(w, warnings)
-	code := http.StatusOK
-	if created {
-		code = http.StatusCreated
-	}
-	if ri.subresource == "scale" {
-		out = scaleOf(out, ri.res)
-	}
-	writeObject(w, code, plain(f), out)
+	respondWrite(w, ri, wr, warnings, out, created)
 	return nil
+}
+
+// writeSubresource is the subresource whose rules a write follows: a
+// scale write changes spec.replicas under the main resource's rules.
+func writeSubresource(ri *requestInfo) string {
+	if ri.subresource == "scale" {
+		return ""
+	}
+	return ri.subresource
 }
 
 // applyFinalize takes spec.finalizers from the submitted namespace.
@@ -256,35 +273,18 @@ func applyFinalize(submitted runtime.Object) mutateFunc {
 }
 
 func (s *Server) servePatch(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
-	f, err := negotiate(r)
-	if err != nil {
-		return err
-	}
 	opts := &metav1.PatchOptions{}
-	if err := decodeQuery(r, opts); err != nil {
-		return err
-	}
-	directive, err := fieldValidation(r)
+	wr, err := readWrite(r, opts)
 	if err != nil {
 		return err
 	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	o, err := s.writeOptions(r, opts.DryRun, opts.FieldManager)
-	if err != nil {
-		return err
-	}
+	o, body, directive := wr.o, wr.body, wr.directive
 	pt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {
 		pt = ""
 	}
 	var warnings []string
-	kind := ri.res.Kind
-	if ri.subresource == "scale" {
-		kind = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
-	}
+	kind := bodyKind(ri)
 	var mutate mutateFunc
 	allowCreate := false
 	switch types.PatchType(pt) {
@@ -336,23 +336,11 @@ func (s *Server) servePatch(w http.ResponseWriter, r *http.Request, ri *requestI
 	if opts.Force != nil && types.PatchType(pt) != types.ApplyYAMLPatchType {
 		return apierrors.NewBadRequest("force: Forbidden: may not be specified for non-apply patch")
 	}
-	sub := ri.subresource
-	if sub == "scale" {
-		sub = ""
-	}
-	out, created, err := s.update(r.Context(), ri.res, ri.namespace, ri.name, sub, o, allowCreate, mutate)
+	out, created, err := s.update(r.Context(), ri.res, ri.namespace, ri.name, writeSubresource(ri), o, allowCreate, mutate)
 	if err != nil {
 		return err
 	}
-	addWarnings(w, warnings)
-	code := http.StatusOK
-	if created {
-		code = http.StatusCreated
-	}
-	if ri.subresource == "scale" {
-		out = scaleOf(out, ri.res)
-	}
-	writeObject(w, code, plain(f), out)
+	respondWrite(w, ri, wr, warnings, out, created)
 	return nil
 }
 
