@@ -62,7 +62,7 @@ func buildV2(gvs []*groupVersion, idx *kindIndex) (*spec.Swagger, error) {
 			item := spec.PathItem{}
 			item.Parameters = v2Params(rt.params)
 			for _, op := range rt.ops {
-				setV2Op(&item, op.method, v2Op(op, g))
+				setOp(op.method, v2Op(op, g), &item.Get, &item.Post, &item.Put, &item.Patch, &item.Delete)
 			}
 			sw.Paths.Paths[rt.path] = item
 		}
@@ -109,21 +109,6 @@ func v2Op(op operation, g *groupVersion) *spec.Operation {
 	o.Responses.StatusCodeResponses[http.StatusUnauthorized] = spec.Response{ResponseProps: spec.ResponseProps{Description: http.StatusText(http.StatusUnauthorized)}}
 	o.Extensions = opExtensions(op)
 	return o
-}
-
-func setV2Op(item *spec.PathItem, method string, op *spec.Operation) {
-	switch method {
-	case http.MethodGet:
-		item.Get = op
-	case http.MethodPost:
-		item.Post = op
-	case http.MethodPut:
-		item.Put = op
-	case http.MethodPatch:
-		item.Patch = op
-	case http.MethodDelete:
-		item.Delete = op
-	}
 }
 
 // opExtensions are the x-kubernetes-action and, for operations on a kind,
@@ -187,7 +172,7 @@ func buildV3(g *groupVersion, defs map[string]common.OpenAPIDefinition, idx *kin
 		item := &spec3.Path{}
 		item.Parameters = v3Params(rt.params)
 		for _, op := range rt.ops {
-			setV3Op(item, op.method, v3Op(op, g))
+			setOp(op.method, v3Op(op, g), &item.Get, &item.Post, &item.Put, &item.Patch, &item.Delete)
 		}
 		doc.Paths.Paths[rt.path] = item
 	}
@@ -241,18 +226,20 @@ func v3Op(op operation, g *groupVersion) *spec3.Operation {
 	return o
 }
 
-func setV3Op(item *spec3.Path, method string, op *spec3.Operation) {
+// setOp stores op in the field of a path item (v2 or v3) that serves method:
+// get, post, put, patch and delete are the addresses of those fields.
+func setOp[O any](method string, op O, get, post, put, patch, del *O) {
 	switch method {
 	case http.MethodGet:
-		item.Get = op
+		*get = op
 	case http.MethodPost:
-		item.Post = op
+		*post = op
 	case http.MethodPut:
-		item.Put = op
+		*put = op
 	case http.MethodPatch:
-		item.Patch = op
+		*patch = op
 	case http.MethodDelete:
-		item.Delete = op
+		*del = op
 	}
 }
 

@@ -48,5 +48,14 @@ func Age(t metav1.Time) string {
 	return duration.HumanDuration(time.Since(t.Time))
 }
 
+// TextColumn is a string column of objects of type T, its cell rendered by
+// f.
+func TextColumn[T runtime.Object](name, description string, f func(T) string) Column {
+	return Column{
+		TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: "string", Description: description},
+		Cell:                  func(o runtime.Object) interface{} { return f(o.(T)) },
+	}
+}
+
 // DefaultColumns is the table for kinds without columns of their own.
 func DefaultColumns() []Column { return []Column{NameColumn(), AgeColumn()} }

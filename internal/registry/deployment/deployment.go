@@ -22,8 +22,7 @@ import (
 
 // Resource describes deployments.
 func Resource() *registry.Resource {
-	columns := []registry.Column{
-		registry.NameColumn(),
+	columns := workload.Columns([]registry.Column{
 		{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Ready", Type: "string",
 			Description: "Number of the pod with ready state"},
 			Cell: func(o runtime.Object) interface{} {
@@ -36,23 +35,15 @@ func Resource() *registry.Resource {
 		{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Available", Type: "string",
 			Description: extensionsv1beta1.DeploymentStatus{}.SwaggerDoc()["availableReplicas"]},
 			Cell: func(o runtime.Object) interface{} { return int64(o.(*appsv1.Deployment).Status.AvailableReplicas) }},
-		registry.AgeColumn(),
-	}
-	columns = append(columns, workload.ContainerColumns()...)
-	columns = append(columns, workload.SelectorColumn(extensionsv1beta1.DeploymentSpec{}.SwaggerDoc()["selector"], workload.SelectorString))
-	return &registry.Resource{
+	}, workload.SelectorColumn(extensionsv1beta1.DeploymentSpec{}.SwaggerDoc()["selector"], workload.SelectorString))
+	return workload.Resource(&registry.Resource{
 		Kind:       appsv1.SchemeGroupVersion.WithKind("Deployment"),
 		Resource:   "deployments",
 		Singular:   "deployment",
 		ShortNames: []string{"deploy"},
-		Categories: []string{"all"},
-		Namespaced: true,
-		Status:     true,
-		Generation: true,
-		Scale:      workload.ScaleAccess(),
 		Strategy:   strategy{},
 		Columns:    columns,
-	}
+	})
 }
 
 type strategy struct{ registry.Base }
@@ -97,10 +88,8 @@ func (strategy) Validate(obj runtime.Object) field.ErrorList {
 }
 
 // ValidateUpdate adds the apps/v1 rule that the selector never changes.
-func (strategy) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	d, oldD := obj.(*appsv1.Deployment), old.(*appsv1.Deployment)
-	errs := validateSpec(&d.Spec, field.NewPath("spec"))
-	return append(errs, validation.ValidateImmutableField(d.Spec.Selector, oldD.Spec.Selector, field.NewPath("spec", "selector"))...)
+func (s strategy) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
+	return append(s.Validate(obj), workload.ValidateSelectorUnchanged(obj, old)...)
 }
 
 // validateSpec follows upstream's ValidateDeploymentSpec.

@@ -1,11 +1,12 @@
 package endpoints
 
 import (
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 func addrs(ips ...string) []corev1.EndpointAddress {
@@ -67,13 +68,7 @@ func TestValidate(t *testing.T) {
 			ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Subsets: []corev1.EndpointSubset{tt.subset}}
 			s := strategy{}
 			s.Default(ep)
-			var got []string
-			for _, e := range s.Validate(ep) {
-				got = append(got, e.Error())
-			}
-			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("got %q, want %q", got, tt.want)
-			}
+			registrytest.ExpectErrors(t, s.Validate(ep), tt.want...)
 			if ep.Subsets[0].Ports != nil && ep.Subsets[0].Ports[0].Protocol != corev1.ProtocolTCP {
 				t.Errorf("protocol not defaulted")
 			}

@@ -24,6 +24,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/validate"
 )
 
 // Upstream's limits.
@@ -159,17 +160,17 @@ func dropTopology(s, old *discoveryv1.EndpointSlice) {
 }
 
 func (strategy) Validate(obj runtime.Object) field.ErrorList {
-	return validate(obj.(*discoveryv1.EndpointSlice))
+	return validateSlice(obj.(*discoveryv1.EndpointSlice))
 }
 
 // ValidateUpdate adds that addressType never changes.
 func (strategy) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 	s, oldS := obj.(*discoveryv1.EndpointSlice), old.(*discoveryv1.EndpointSlice)
-	return append(validate(s), validation.ValidateImmutableField(s.AddressType, oldS.AddressType, field.NewPath("addressType"))...)
+	return append(validateSlice(s), validation.ValidateImmutableField(s.AddressType, oldS.AddressType, field.NewPath("addressType"))...)
 }
 
-// validate follows upstream's ValidateEndpointSlice.
-func validate(s *discoveryv1.EndpointSlice) field.ErrorList {
+// validateSlice follows upstream's ValidateEndpointSlice.
+func validateSlice(s *discoveryv1.EndpointSlice) field.ErrorList {
 	var errs field.ErrorList
 	typePath := field.NewPath("addressType")
 	switch {
@@ -200,9 +201,7 @@ func validateEndpoints(endpoints []discoveryv1.Endpoint, addressType discoveryv1
 			errs = append(errs, validateAddress(address, addressType, addrPath.Index(j))...)
 		}
 		if e.NodeName != nil {
-			for _, msg := range validation.NameIsDNSSubdomain(*e.NodeName, false) {
-				errs = append(errs, field.Invalid(idxPath.Child("nodeName"), *e.NodeName, msg))
-			}
+			errs = append(errs, validate.Name(validation.NameIsDNSSubdomain, *e.NodeName, idxPath.Child("nodeName"))...)
 		}
 		topologyPath := idxPath.Child("deprecatedTopology")
 		if len(e.DeprecatedTopology) > maxTopologyLabels {
@@ -210,7 +209,7 @@ func validateEndpoints(endpoints []discoveryv1.Endpoint, addressType discoveryv1
 		}
 		errs = append(errs, metavalidation.ValidateLabels(e.DeprecatedTopology, topologyPath)...)
 		if e.Hostname != nil {
-			errs = append(errs, dns1123Label(*e.Hostname, idxPath.Child("hostname"))...)
+			errs = append(errs, validate.DNSLabel(*e.Hostname, idxPath.Child("hostname"))...)
 		}
 		if e.Hints != nil {
 			errs = append(errs, validateHints(e.Hints, idxPath.Child("hints"))...)
@@ -230,31 +229,11 @@ func validateAddress(address string, addressType discoveryv1.AddressType, fldPat
 		if netutils.IsIPv4String(address) != (addressType == discoveryv1.AddressTypeIPv4) {
 			return field.ErrorList{field.Invalid(fldPath, address, fmt.Sprintf("must be a valid %s address", addressType))}
 		}
-		return endpointIP(address, fldPath)
+		return validate.NonSpecialIP(address, fldPath)
 	case discoveryv1.AddressTypeFQDN:
 		return utilvalidation.IsFullyQualifiedDomainName(fldPath, address)
 	}
 	return nil
-}
-
-// endpointIP follows upstream's ValidateEndpointIP: addresses that make no
-// sense as a destination are refused.
-func endpointIP(address string, fldPath *field.Path) field.ErrorList {
-	ip := netutils.ParseIPSloppy(address)
-	var errs field.ErrorList
-	if ip.IsUnspecified() {
-		errs = append(errs, field.Invalid(fldPath, address, fmt.Sprintf("may not be unspecified (%v)", address)))
-	}
-	if ip.IsLoopback() {
-		errs = append(errs, field.Invalid(fldPath, address, "may not be in the loopback range (127.0.0.0/8, ::1/128)"))
-	}
-	if ip.IsLinkLocalUnicast() {
-		errs = append(errs, field.Invalid(fldPath, address, "may not be in the link-local range (169.254.0.0/16, fe80::/10)"))
-	}
-	if ip.IsLinkLocalMulticast() {
-		errs = append(errs, field.Invalid(fldPath, address, "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"))
-	}
-	return errs
 }
 
 func validateHints(h *discoveryv1.EndpointHints, fldPath *field.Path) field.ErrorList {
@@ -262,32 +241,27 @@ func validateHints(h *discoveryv1.EndpointHints, fldPath *field.Path) field.Erro
 	if len(h.ForZones) > maxZoneHints {
 		return field.ErrorList{field.TooMany(zonesPath, len(h.ForZones), maxZoneHints)}
 	}
-	var errs field.ErrorList
-	zones := sets.New[string]()
-	for i, z := range h.ForZones {
-		p := zonesPath.Index(i).Child("name")
-		if zones.Has(z.Name) {
-			errs = append(errs, field.Duplicate(p, z.Name))
-		}
-		zones.Insert(z.Name)
-		for _, msg := range content.IsLabelValue(z.Name) {
-			errs = append(errs, field.Invalid(p, z.Name, msg))
-		}
-	}
+	errs := validateHintNames(h.ForZones, func(z discoveryv1.ForZone) string { return z.Name }, zonesPath, content.IsLabelValue)
 	nodesPath := fldPath.Child("forNodes")
 	if len(h.ForNodes) > maxNodeHints {
 		return append(errs, field.TooMany(nodesPath, len(h.ForNodes), maxNodeHints))
 	}
-	nodes := sets.New[string]()
-	for i, n := range h.ForNodes {
-		p := nodesPath.Index(i).Child("name")
-		if nodes.Has(n.Name) {
-			errs = append(errs, field.Duplicate(p, n.Name))
+	return append(errs, validateHintNames(h.ForNodes, func(n discoveryv1.ForNode) string { return n.Name }, nodesPath,
+		func(name string) []string { return validation.NameIsDNSSubdomain(name, false) })...)
+}
+
+// validateHintNames checks the names of a list of zone or node hints: each
+// one passes check and none comes twice.
+func validateHintNames[H any](hints []H, name func(H) string, listPath *field.Path, check func(string) []string) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for i, h := range hints {
+		n, p := name(h), listPath.Index(i).Child("name")
+		if seen.Has(n) {
+			errs = append(errs, field.Duplicate(p, n))
 		}
-		nodes.Insert(n.Name)
-		for _, msg := range validation.NameIsDNSSubdomain(n.Name, false) {
-			errs = append(errs, field.Invalid(p, n.Name, msg))
-		}
+		seen.Insert(n)
+		errs = append(errs, validate.Invalid(p, n, check(n))...)
 	}
 	return errs
 }
@@ -305,7 +279,7 @@ func validatePorts(ports []discoveryv1.EndpointPort, fldPath *field.Path) field.
 			name = *p.Name
 		}
 		if name != "" {
-			errs = append(errs, dns1123Label(name, idxPath.Child("name"))...)
+			errs = append(errs, validate.DNSLabel(name, idxPath.Child("name"))...)
 		}
 		if names.Has(name) {
 			errs = append(errs, field.Duplicate(idxPath.Child("name"), name))
@@ -318,18 +292,8 @@ func validatePorts(ports []discoveryv1.EndpointPort, fldPath *field.Path) field.
 			errs = append(errs, field.NotSupported(idxPath.Child("protocol"), *p.Protocol, protocols))
 		}
 		if p.AppProtocol != nil {
-			for _, msg := range content.IsLabelKey(*p.AppProtocol) {
-				errs = append(errs, field.Invalid(idxPath.Child("appProtocol"), *p.AppProtocol, msg))
-			}
+			errs = append(errs, validate.Invalid(idxPath.Child("appProtocol"), *p.AppProtocol, content.IsLabelKey(*p.AppProtocol))...)
 		}
-	}
-	return errs
-}
-
-func dns1123Label(value string, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, msg := range utilvalidation.IsDNS1123Label(value) {
-		errs = append(errs, field.Invalid(fldPath, value, msg))
 	}
 	return errs
 }

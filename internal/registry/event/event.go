@@ -58,8 +58,9 @@ func (strategy) Validate(obj runtime.Object) field.ErrorList {
 	return validateEvent(obj.(*corev1.Event))
 }
 
-func (strategy) ValidateUpdate(obj, _ runtime.Object) field.ErrorList {
-	return validateEvent(obj.(*corev1.Event))
+// ValidateUpdate checks the new object as on create.
+func (s strategy) ValidateUpdate(obj, _ runtime.Object) field.ErrorList {
+	return s.Validate(obj)
 }
 
 // validateEvent is upstream's legacy event validation, all that core/v1

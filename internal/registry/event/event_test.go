@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 func TestColumns(t *testing.T) {
@@ -32,11 +34,7 @@ func TestColumns(t *testing.T) {
 	series.Series = &corev1.EventSeries{Count: 7, LastObservedTime: metav1.NewMicroTime(now.Add(-5 * time.Second))}
 
 	cols := columns()
-	var names []string
-	for _, c := range cols {
-		names = append(names, c.Name)
-	}
-	if got := strings.Join(names, ","); got != "Last Seen,Type,Reason,Object,Subobject,Source,Message,First Seen,Count,Name" {
+	if got := strings.Join(registrytest.Names(cols), ","); got != "Last Seen,Type,Reason,Object,Subobject,Source,Message,First Seen,Count,Name" {
 		t.Fatalf("columns = %s", got)
 	}
 	if cols[9].Format != "name" || cols[9].Priority != 1 || cols[4].Priority != 1 || cols[0].Priority != 0 {
@@ -95,13 +93,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got []string
-			for _, e := range (strategy{}).Validate(&tt.ev) {
-				got = append(got, e.Error())
-			}
-			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("got %q, want %q", got, tt.want)
-			}
+			registrytest.ExpectErrors(t, strategy{}.Validate(&tt.ev), tt.want...)
 		})
 	}
 }

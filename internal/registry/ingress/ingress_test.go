@@ -7,18 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
-
-func ptr[T any](v T) *T { return &v }
-
-func messages(errs field.ErrorList) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return out
-}
 
 func backend(name string, port int32) networkingv1.IngressBackend {
 	return networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: name,
@@ -30,7 +22,7 @@ func valid() *networkingv1.Ingress {
 	return &networkingv1.Ingress{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec: networkingv1.IngressSpec{
-			IngressClassName: ptr("nginx"),
+			IngressClassName: ptr.To("nginx"),
 			Rules: []networkingv1.IngressRule{{
 				Host: "web.example.com",
 				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
@@ -46,86 +38,73 @@ func paths(in *networkingv1.Ingress) []networkingv1.HTTPIngressPath {
 }
 
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name   string
-		change func(*networkingv1.Ingress)
-		want   []string
-	}{
-		{name: "valid", change: func(*networkingv1.Ingress) {}},
-		{name: "default backend only", change: func(in *networkingv1.Ingress) {
+	registrytest.RunValidate(t, strategy{}, valid, []registrytest.Case[*networkingv1.Ingress]{
+		{Name: "valid", Change: func(*networkingv1.Ingress) {}},
+		{Name: "default backend only", Change: func(in *networkingv1.Ingress) {
 			b := backend("web", 80)
 			in.Spec.Rules, in.Spec.DefaultBackend = nil, &b
 		}},
-		{name: "neither rules nor default backend", change: func(in *networkingv1.Ingress) { in.Spec.Rules = nil }, want: []string{
+		{Name: "neither rules nor default backend", Change: func(in *networkingv1.Ingress) { in.Spec.Rules = nil }, Want: []string{
 			"spec: Invalid value: null: either `defaultBackend` or `rules` must be specified",
 		}},
-		{name: "no path type", change: func(in *networkingv1.Ingress) {
+		{Name: "no path type", Change: func(in *networkingv1.Ingress) {
 			paths(in)[0].PathType = nil
 			paths(in)[0].Backend = networkingv1.IngressBackend{}
-		}, want: []string{
+		}, Want: []string{
 			"spec.rules[0].http.paths[0].pathType: Required value: pathType must be specified",
 		}},
-		{name: "unknown path type", change: func(in *networkingv1.Ingress) { paths(in)[0].PathType = ptr(networkingv1.PathType("Regex")) }, want: []string{
+		{Name: "unknown path type", Change: func(in *networkingv1.Ingress) { paths(in)[0].PathType = ptr.To(networkingv1.PathType("Regex")) }, Want: []string{
 			"spec.rules[0].http.paths[0].pathType: Unsupported value: \"Regex\": supported values: \"Exact\", \"ImplementationSpecific\", \"Prefix\"",
 		}},
-		{name: "bad prefix path", change: func(in *networkingv1.Ingress) { paths(in)[0].Path = "api//v1/.." }, want: []string{
+		{Name: "bad prefix path", Change: func(in *networkingv1.Ingress) { paths(in)[0].Path = "api//v1/.." }, Want: []string{
 			"spec.rules[0].http.paths[0].path: Invalid value: \"api//v1/..\": must be an absolute path",
 			"spec.rules[0].http.paths[0].path: Invalid value: \"api//v1/..\": must not contain '//'",
 			"spec.rules[0].http.paths[0].path: Invalid value: \"api//v1/..\": cannot end with '/..'",
 		}},
-		{name: "implementation specific may be empty", change: func(in *networkingv1.Ingress) {
+		{Name: "implementation specific may be empty", Change: func(in *networkingv1.Ingress) {
 			paths(in)[0].Path = ""
-			paths(in)[0].PathType = ptr(networkingv1.PathTypeImplementationSpecific)
+			paths(in)[0].PathType = ptr.To(networkingv1.PathTypeImplementationSpecific)
 		}},
-		{name: "no paths", change: func(in *networkingv1.Ingress) { in.Spec.Rules[0].HTTP.Paths = nil }, want: []string{
+		{Name: "no paths", Change: func(in *networkingv1.Ingress) { in.Spec.Rules[0].HTTP.Paths = nil }, Want: []string{
 			"spec.rules[0].http.paths: Required value",
 		}},
-		{name: "backend service", change: func(in *networkingv1.Ingress) {
+		{Name: "backend service", Change: func(in *networkingv1.Ingress) {
 			paths(in)[0].Backend = networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "Web_Svc"}}
-		}, want: []string{
+		}, Want: []string{
 			"spec.rules[0].http.paths[0].backend.service.name: Invalid value: \"Web_Svc\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
 			"spec.rules[0].http.paths[0].backend: Required value: port name or number is required",
 		}},
-		{name: "service name may start with a digit", change: func(in *networkingv1.Ingress) { paths(in)[0].Backend = backend("1web", 80) }},
-		{name: "both port name and number", change: func(in *networkingv1.Ingress) { paths(in)[0].Backend.Service.Port.Name = "http" }, want: []string{
+		{Name: "service name may start with a digit", Change: func(in *networkingv1.Ingress) { paths(in)[0].Backend = backend("1web", 80) }},
+		{Name: "both port name and number", Change: func(in *networkingv1.Ingress) { paths(in)[0].Backend.Service.Port.Name = "http" }, Want: []string{
 			"spec.rules[0].http.paths[0].backend: Invalid value: \"\": cannot set both port name & port number",
 		}},
-		{name: "port out of range", change: func(in *networkingv1.Ingress) { paths(in)[0].Backend.Service.Port.Number = 70000 }, want: []string{
+		{Name: "port out of range", Change: func(in *networkingv1.Ingress) { paths(in)[0].Backend.Service.Port.Number = 70000 }, Want: []string{
 			"spec.rules[0].http.paths[0].backend.service.port.number: Invalid value: 70000: must be between 1 and 65535, inclusive",
 		}},
-		{name: "no backend", change: func(in *networkingv1.Ingress) { paths(in)[0].Backend = networkingv1.IngressBackend{} }, want: []string{
+		{Name: "no backend", Change: func(in *networkingv1.Ingress) { paths(in)[0].Backend = networkingv1.IngressBackend{} }, Want: []string{
 			"spec.rules[0].http.paths[0].backend: Invalid value: \"\": resource or service backend is required",
 		}},
-		{name: "resource backend", change: func(in *networkingv1.Ingress) {
+		{Name: "resource backend", Change: func(in *networkingv1.Ingress) {
 			paths(in)[0].Backend = networkingv1.IngressBackend{Resource: &corev1.TypedLocalObjectReference{Kind: "Bucket"}}
-		}, want: []string{
+		}, Want: []string{
 			"spec.rules[0].http.paths[0].backend.resource.name: Required value",
 		}},
-		{name: "ip host", change: func(in *networkingv1.Ingress) { in.Spec.Rules[0].Host = "10.0.0.1" }, want: []string{
+		{Name: "ip host", Change: func(in *networkingv1.Ingress) { in.Spec.Rules[0].Host = "10.0.0.1" }, Want: []string{
 			"spec.rules[0].host: Invalid value: \"10.0.0.1\": must be a DNS name, not an IP address",
 		}},
-		{name: "wildcard host", change: func(in *networkingv1.Ingress) { in.Spec.Rules[0].Host = "*.example.com" }},
-		{name: "tls", change: func(in *networkingv1.Ingress) {
+		{Name: "wildcard host", Change: func(in *networkingv1.Ingress) { in.Spec.Rules[0].Host = "*.example.com" }},
+		{Name: "tls", Change: func(in *networkingv1.Ingress) {
 			in.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"web.example.com", "Bad_Host"}, SecretName: "web_tls"}}
-		}, want: []string{
+		}, Want: []string{
 			"spec.tls[0].hosts[1]: Invalid value: \"Bad_Host\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
 			"spec.tls[0].secretName: Invalid value: \"web_tls\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
 		}},
-		{name: "class annotation disagrees", change: func(in *networkingv1.Ingress) {
+		{Name: "class annotation disagrees", Change: func(in *networkingv1.Ingress) {
 			in.Annotations = map[string]string{"kubernetes.io/ingress.class": "traefik"}
-		}, want: []string{
+		}, Want: []string{
 			"annotations.kubernetes.io/ingress.class: Invalid value: \"traefik\": must match `ingressClassName` when both are specified",
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			in := valid()
-			tt.change(in)
-			if got := messages(strategy{}.Validate(in)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("errors\n got %q\nwant %q", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestValidateUpdateRatchets(t *testing.T) {
@@ -138,10 +117,8 @@ func TestValidateUpdateRatchets(t *testing.T) {
 		t.Errorf("update of an ingress stored with a legacy secret name and class annotation refused: %v", errs)
 	}
 	in.Spec.Rules[0].Host = "10.0.0.1"
-	want := []string{"spec.rules[0].host: Invalid value: \"10.0.0.1\": must be a DNS name, not an IP address"}
-	if got := messages(strategy{}.ValidateUpdate(in, old)); !reflect.DeepEqual(got, want) {
-		t.Errorf("errors %q, want %q", got, want)
-	}
+	registrytest.ExpectErrors(t, strategy{}.ValidateUpdate(in, old),
+		"spec.rules[0].host: Invalid value: \"10.0.0.1\": must be a DNS name, not an IP address")
 }
 
 func TestColumns(t *testing.T) {
@@ -158,7 +135,7 @@ func TestColumns(t *testing.T) {
 		name: "five rules, tls, load balancer",
 		in: networkingv1.Ingress{
 			ObjectMeta: metav1.ObjectMeta{Name: "b"},
-			Spec: networkingv1.IngressSpec{IngressClassName: ptr("nginx"),
+			Spec: networkingv1.IngressSpec{IngressClassName: ptr.To("nginx"),
 				Rules: []networkingv1.IngressRule{rule("a.com"), rule(""), rule("b.com"), rule("c.com"), rule("d.com")},
 				TLS:   []networkingv1.IngressTLS{{SecretName: "tls"}}},
 			Status: networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{Ingress: []networkingv1.IngressLoadBalancerIngress{
@@ -168,18 +145,7 @@ func TestColumns(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var names []string
-			var cells []interface{}
-			for _, c := range Resource().Columns {
-				names = append(names, c.Name)
-				cells = append(cells, c.Cell(&tt.in))
-			}
-			if want := []string{"Name", "Class", "Hosts", "Address", "Ports", "Age"}; !reflect.DeepEqual(names, want) {
-				t.Errorf("columns %v, want %v", names, want)
-			}
-			if !reflect.DeepEqual(cells, tt.cells) {
-				t.Errorf("cells %q, want %q", cells, tt.cells)
-			}
+			registrytest.ExpectRow(t, Resource().Columns, &tt.in, []string{"Name", "Class", "Hosts", "Address", "Ports", "Age"}, tt.cells)
 		})
 	}
 }

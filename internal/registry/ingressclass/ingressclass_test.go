@@ -1,31 +1,22 @@
 package ingressclass
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
-
-func ptr[T any](v T) *T { return &v }
-
-func messages(errs field.ErrorList) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return out
-}
 
 func valid() *networkingv1.IngressClass {
 	c := &networkingv1.IngressClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "nginx"},
 		Spec: networkingv1.IngressClassSpec{
 			Controller: "k8s.io/ingress-nginx",
-			Parameters: &networkingv1.IngressClassParametersReference{APIGroup: ptr("k8s.example.com"), Kind: "IngressParameters", Name: "external-lb"},
+			Parameters: &networkingv1.IngressClassParametersReference{APIGroup: ptr.To("k8s.example.com"), Kind: "IngressParameters", Name: "external-lb"},
 		},
 	}
 	strategy{}.Default(c)
@@ -44,57 +35,41 @@ func TestDefaultScope(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name   string
-		change func(*networkingv1.IngressClass)
-		want   []string
-	}{
-		{name: "valid", change: func(*networkingv1.IngressClass) {}},
-		{name: "namespaced parameters", change: func(c *networkingv1.IngressClass) {
-			c.Spec.Parameters.Scope, c.Spec.Parameters.Namespace = ptr("Namespace"), ptr("ingress")
+	registrytest.RunValidate(t, strategy{}, valid, []registrytest.Case[*networkingv1.IngressClass]{
+		{Name: "valid", Change: func(*networkingv1.IngressClass) {}},
+		{Name: "namespaced parameters", Change: func(c *networkingv1.IngressClass) {
+			c.Spec.Parameters.Scope, c.Spec.Parameters.Namespace = ptr.To("Namespace"), ptr.To("ingress")
 		}},
-		{name: "no controller", change: func(c *networkingv1.IngressClass) { c.Spec.Controller = "" }, want: []string{
+		{Name: "no controller", Change: func(c *networkingv1.IngressClass) { c.Spec.Controller = "" }, Want: []string{
 			"spec.controller: Required value",
 		}},
-		{name: "controller without domain", change: func(c *networkingv1.IngressClass) { c.Spec.Controller = "nginx" }, want: []string{
+		{Name: "controller without domain", Change: func(c *networkingv1.IngressClass) { c.Spec.Controller = "nginx" }, Want: []string{
 			"spec.controller: Invalid value: \"nginx\": must be a domain-prefixed path (such as \"acme.io/foo\")",
 		}},
-		{name: "controller too long", change: func(c *networkingv1.IngressClass) { c.Spec.Controller = "example.com/" + strings.Repeat("a", 250) }, want: []string{
+		{Name: "controller too long", Change: func(c *networkingv1.IngressClass) { c.Spec.Controller = "example.com/" + strings.Repeat("a", 250) }, Want: []string{
 			"spec.controller: Too long: may not be more than 250 bytes",
 		}},
-		{name: "namespace scope without namespace", change: func(c *networkingv1.IngressClass) { c.Spec.Parameters.Scope = ptr("Namespace") }, want: []string{
+		{Name: "namespace scope without namespace", Change: func(c *networkingv1.IngressClass) { c.Spec.Parameters.Scope = ptr.To("Namespace") }, Want: []string{
 			"spec.parameters.namespace: Required value: `parameters.scope` is set to 'Namespace'",
 		}},
-		{name: "cluster scope with namespace", change: func(c *networkingv1.IngressClass) { c.Spec.Parameters.Namespace = ptr("ingress") }, want: []string{
+		{Name: "cluster scope with namespace", Change: func(c *networkingv1.IngressClass) { c.Spec.Parameters.Namespace = ptr.To("ingress") }, Want: []string{
 			"spec.parameters.namespace: Forbidden: `parameters.scope` is set to 'Cluster'",
 		}},
-		{name: "bad scope and reference", change: func(c *networkingv1.IngressClass) {
-			c.Spec.Parameters.Scope, c.Spec.Parameters.Kind, c.Spec.Parameters.Name = ptr("Global"), "", "a/b"
-		}, want: []string{
+		{Name: "bad scope and reference", Change: func(c *networkingv1.IngressClass) {
+			c.Spec.Parameters.Scope, c.Spec.Parameters.Kind, c.Spec.Parameters.Name = ptr.To("Global"), "", "a/b"
+		}, Want: []string{
 			"spec.parameters.kind: Required value",
 			"spec.parameters.name: Invalid value: \"a/b\": may not contain '/'",
 			"spec.parameters.scope: Unsupported value: \"Global\": supported values: \"Cluster\", \"Namespace\"",
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := valid()
-			tt.change(c)
-			if got := messages(strategy{}.Validate(c)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("errors\n got %q\nwant %q", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestValidateUpdateControllerImmutable(t *testing.T) {
 	old := valid()
 	c := old.DeepCopy()
 	c.Spec.Controller = "example.com/other"
-	want := []string{"spec.controller: Invalid value: \"example.com/other\": field is immutable"}
-	if got := messages(strategy{}.ValidateUpdate(c, old)); !reflect.DeepEqual(got, want) {
-		t.Errorf("errors %q, want %q", got, want)
-	}
+	registrytest.ExpectErrors(t, strategy{}.ValidateUpdate(c, old), "spec.controller: Invalid value: \"example.com/other\": field is immutable")
 }
 
 func TestColumns(t *testing.T) {
@@ -105,22 +80,14 @@ func TestColumns(t *testing.T) {
 	}{
 		{"none", nil, "<none>"},
 		{"core kind", &networkingv1.IngressClassParametersReference{Kind: "ConfigMap", Name: "cfg"}, "ConfigMap/cfg"},
-		{"grouped kind", &networkingv1.IngressClassParametersReference{APIGroup: ptr("k8s.example.com"), Kind: "IngressParameters", Name: "lb"}, "IngressParameters.k8s.example.com/lb"},
+		{"grouped kind", &networkingv1.IngressClassParametersReference{APIGroup: ptr.To("k8s.example.com"), Kind: "IngressParameters", Name: "lb"}, "IngressParameters.k8s.example.com/lb"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "nginx"},
 				Spec: networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx", Parameters: tt.params}}
-			var names []string
-			var cells []interface{}
-			for _, col := range Resource().Columns {
-				names = append(names, col.Name)
-				cells = append(cells, col.Cell(c))
-			}
-			want := []interface{}{"nginx", "k8s.io/ingress-nginx", tt.want, "<unknown>"}
-			if !reflect.DeepEqual(names, []string{"Name", "Controller", "Parameters", "Age"}) || !reflect.DeepEqual(cells, want) {
-				t.Errorf("columns %v %q, want cells %q", names, cells, want)
-			}
+			registrytest.ExpectRow(t, Resource().Columns, c, []string{"Name", "Controller", "Parameters", "Age"},
+				[]interface{}{"nginx", "k8s.io/ingress-nginx", tt.want, "<unknown>"})
 		})
 	}
 }

@@ -63,8 +63,9 @@ func (strategy) Validate(obj runtime.Object) field.ErrorList {
 	return validateSpec(&obj.(*coordinationv1.Lease).Spec, field.NewPath("spec"))
 }
 
-func (strategy) ValidateUpdate(obj, _ runtime.Object) field.ErrorList {
-	return validateSpec(&obj.(*coordinationv1.Lease).Spec, field.NewPath("spec"))
+// ValidateUpdate checks the new object as on create.
+func (s strategy) ValidateUpdate(obj, _ runtime.Object) field.ErrorList {
+	return s.Validate(obj)
 }
 
 // validateSpec follows upstream's ValidateLeaseSpec.

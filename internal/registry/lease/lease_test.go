@@ -1,23 +1,14 @@
 package lease
 
 import (
-	"reflect"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
-
-func ptr[T any](v T) *T { return &v }
-
-func messages(errs field.ErrorList) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return out
-}
 
 func TestValidate(t *testing.T) {
 	tests := []struct {
@@ -25,29 +16,25 @@ func TestValidate(t *testing.T) {
 		spec coordinationv1.LeaseSpec
 		want []string
 	}{
-		{name: "node heartbeat", spec: coordinationv1.LeaseSpec{HolderIdentity: ptr("node-1"), LeaseDurationSeconds: ptr[int32](40)}},
+		{name: "node heartbeat", spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1"), LeaseDurationSeconds: ptr.To[int32](40)}},
 		{name: "empty spec", spec: coordinationv1.LeaseSpec{}},
-		{name: "bad durations", spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr[int32](0), LeaseTransitions: ptr[int32](-1)}, want: []string{
+		{name: "bad durations", spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](0), LeaseTransitions: ptr.To[int32](-1)}, want: []string{
 			"spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0",
 			"spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0",
 		}},
-		{name: "unknown strategy", spec: coordinationv1.LeaseSpec{Strategy: ptr(coordinationv1.CoordinatedLeaseStrategy("Newest"))}, want: []string{
+		{name: "unknown strategy", spec: coordinationv1.LeaseSpec{Strategy: ptr.To(coordinationv1.CoordinatedLeaseStrategy("Newest"))}, want: []string{
 			"spec.strategy.strategy: Unsupported value: \"Newest\": supported values: \"OldestEmulationVersion\"",
 		}},
-		{name: "custom strategy", spec: coordinationv1.LeaseSpec{Strategy: ptr(coordinationv1.CoordinatedLeaseStrategy("example.com/mine"))}},
-		{name: "preferred holder without strategy", spec: coordinationv1.LeaseSpec{PreferredHolder: ptr("a")}, want: []string{
+		{name: "custom strategy", spec: coordinationv1.LeaseSpec{Strategy: ptr.To(coordinationv1.CoordinatedLeaseStrategy("example.com/mine"))}},
+		{name: "preferred holder without strategy", spec: coordinationv1.LeaseSpec{PreferredHolder: ptr.To("a")}, want: []string{
 			"spec.preferredHolder: Forbidden: may only be specified if `strategy` is defined",
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Namespace: "kube-node-lease"}, Spec: tt.spec}
-			if got := messages(strategy{}.Validate(l)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("errors\n got %q\nwant %q", got, tt.want)
-			}
-			if got := messages(strategy{}.ValidateUpdate(l, l.DeepCopy())); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("update errors\n got %q\nwant %q", got, tt.want)
-			}
+			registrytest.ExpectErrors(t, strategy{}.Validate(l), tt.want...)
+			registrytest.ExpectErrors(t, strategy{}.ValidateUpdate(l, l.DeepCopy()), tt.want...)
 		})
 	}
 }
@@ -55,7 +42,7 @@ func TestValidate(t *testing.T) {
 func TestLeaderElectionFieldsDropped(t *testing.T) {
 	withFields := func() *coordinationv1.Lease {
 		return &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{
-			Strategy: ptr(coordinationv1.OldestEmulationVersion), PreferredHolder: ptr("a")}}
+			Strategy: ptr.To(coordinationv1.OldestEmulationVersion), PreferredHolder: ptr.To("a")}}
 	}
 	l := withFields()
 	strategy{}.PrepareForCreate(l)
@@ -78,17 +65,9 @@ func TestColumns(t *testing.T) {
 	for _, tt := range []struct {
 		holder *string
 		want   string
-	}{{ptr("node-1"), "node-1"}, {nil, ""}} {
+	}{{ptr.To("node-1"), "node-1"}, {nil, ""}} {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: tt.holder}}
-		var names []string
-		var cells []interface{}
-		for _, c := range Resource().Columns {
-			names = append(names, c.Name)
-			cells = append(cells, c.Cell(l))
-		}
-		if want := []interface{}{"node-1", tt.want, "<unknown>"}; !reflect.DeepEqual(names, []string{"Name", "Holder", "Age"}) || !reflect.DeepEqual(cells, want) {
-			t.Errorf("columns %v %q, want cells %q", names, cells, want)
-		}
+		registrytest.ExpectRow(t, Resource().Columns, l, []string{"Name", "Holder", "Age"}, []interface{}{"node-1", tt.want, "<unknown>"})
 	}
 }
 

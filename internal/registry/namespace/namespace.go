@@ -79,8 +79,9 @@ func (strategy) Validate(obj runtime.Object) field.ErrorList {
 	return validateNamespace(obj.(*corev1.Namespace))
 }
 
-func (strategy) ValidateUpdate(obj, _ runtime.Object) field.ErrorList {
-	return validateNamespace(obj.(*corev1.Namespace))
+// ValidateUpdate checks the new object as on create.
+func (s strategy) ValidateUpdate(obj, _ runtime.Object) field.ErrorList {
+	return s.Validate(obj)
 }
 
 func validateNamespace(ns *corev1.Namespace) field.ErrorList {

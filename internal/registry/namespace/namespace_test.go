@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 func TestCreate(t *testing.T) {
@@ -21,9 +23,7 @@ func TestCreate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}, Spec: corev1.NamespaceSpec{Finalizers: tt.finalizers}}
-			s := strategy{}
-			s.Default(ns)
-			s.PrepareForCreate(ns)
+			registrytest.Created(strategy{}, ns)
 			if !reflect.DeepEqual(ns.Spec.Finalizers, tt.want) {
 				t.Errorf("finalizers = %v, want %v", ns.Spec.Finalizers, tt.want)
 			}
@@ -55,11 +55,8 @@ func TestUpdateKeepsFinalizers(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"cleanup"}}}
-	errs := (strategy{}).Validate(ns)
-	want := `spec.finalizers: Invalid value: "cleanup": name is neither a standard finalizer name nor is it fully qualified`
-	if len(errs) != 1 || errs[0].Error() != want {
-		t.Fatalf("got %v, want %s", errs, want)
-	}
+	registrytest.ExpectErrors(t, strategy{}.Validate(ns),
+		`spec.finalizers: Invalid value: "cleanup": name is neither a standard finalizer name nor is it fully qualified`)
 	if msgs := Resource().NameValidation("Team_A", false); len(msgs) == 0 {
 		t.Error("namespace names must be DNS labels")
 	}

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 func newNode(mutate func(*corev1.Node)) *corev1.Node {
@@ -52,18 +54,10 @@ func TestColumns(t *testing.T) {
 		n.Status.NodeInfo.KubeletVersion = "v1.37.2"
 		n.Status.NodeInfo.OSImage = "Debian"
 	})
-	var names []string
-	var cells []string
-	for _, c := range cols {
-		names = append(names, c.Name)
-		if c.Name != "Age" {
-			cells = append(cells, c.Cell(n).(string))
-		}
-	}
-	if got := strings.Join(names, ","); got != "Name,Status,Roles,Age,Version,Internal-IP,External-IP,OS-Image,Kernel-Version,Container-Runtime" {
+	if got := strings.Join(registrytest.Names(cols), ","); got != "Name,Status,Roles,Age,Version,Internal-IP,External-IP,OS-Image,Kernel-Version,Container-Runtime" {
 		t.Errorf("columns = %s", got)
 	}
-	if got := strings.Join(cells, "|"); got != "node-1|Unknown|<none>|v1.37.2|<none>|<none>|Debian|<unknown>|<unknown>" {
+	if got := registrytest.TextRow(t, cols, n); got != "node-1|Unknown|<none>|v1.37.2|<none>|<none>|Debian|<unknown>|<unknown>" {
 		t.Errorf("cells = %s", got)
 	}
 }
@@ -114,13 +108,7 @@ func TestValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			n := newNode(tt.mutate)
 			n.Status.Allocatable = corev1.ResourceList{}
-			var got []string
-			for _, e := range (strategy{}).Validate(n) {
-				got = append(got, e.Error())
-			}
-			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("got %q, want %q", got, tt.want)
-			}
+			registrytest.ExpectErrors(t, strategy{}.Validate(n), tt.want...)
 		})
 	}
 }
@@ -134,17 +122,10 @@ func TestValidateUpdate(t *testing.T) {
 	changed.Spec.PodCIDRs = []string{"10.244.9.0/24"}
 	changed.Spec.ProviderID = "svcnet://other"
 	changed.Spec.Unschedulable = true
-	var got []string
-	for _, e := range (strategy{}).ValidateUpdate(changed, old) {
-		got = append(got, e.Error())
-	}
-	want := []string{
+	registrytest.ExpectErrors(t, strategy{}.ValidateUpdate(changed, old),
 		`spec.podCIDRs: Forbidden: node updates may not change podCIDR except from "" to valid`,
 		`spec.providerID: Forbidden: node updates may not change providerID except from "" to valid`,
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("got %q, want %q", got, want)
-	}
+	)
 	fresh := newNode(nil)
 	assigned := fresh.DeepCopy()
 	assigned.Spec.PodCIDRs = []string{"10.244.3.0/24"}

@@ -251,6 +251,31 @@ func AccessModesString(modes []corev1.PersistentVolumeAccessMode) string {
 	return strings.Join(out, ",")
 }
 
+// PhaseOrTerminating is how tables show the phase of a volume or claim:
+// Terminating once it is being deleted.
+func PhaseOrTerminating(obj metav1.Object, phase string) string {
+	if obj.GetDeletionTimestamp() != nil {
+		return "Terminating"
+	}
+	return phase
+}
+
+// StorageClass is how tables show the class of a volume or claim: the
+// legacy beta annotation wins over the field.
+func StorageClass(obj metav1.Object, class string) string {
+	if annotated, ok := obj.GetAnnotations()[corev1.BetaStorageClassAnnotation]; ok {
+		return annotated
+	}
+	return class
+}
+
+// VolumeModeColumn is the wide VOLUMEMODE column of volumes and claims.
+func VolumeModeColumn[T runtime.Object](description string, mode func(T) *corev1.PersistentVolumeMode) registry.Column {
+	c := registry.TextColumn("VolumeMode", description, func(o T) string { return ModeOrUnset(mode(o)) })
+	c.Priority = 1
+	return c
+}
+
 // ClassOrUnset is how tables show a volume attributes class.
 func ClassOrUnset(class *string) string {
 	if class == nil {
@@ -270,14 +295,7 @@ func ModeOrUnset(mode *corev1.PersistentVolumeMode) string {
 func columns() []registry.Column {
 	spec := corev1.PersistentVolumeSpec{}.SwaggerDoc()
 	status := corev1.PersistentVolumeStatus{}.SwaggerDoc()
-	cell := func(f func(*corev1.PersistentVolume) string) func(runtime.Object) interface{} {
-		return func(o runtime.Object) interface{} { return f(o.(*corev1.PersistentVolume)) }
-	}
-	col := func(name, desc string, f func(*corev1.PersistentVolume) string) registry.Column {
-		return registry.Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: "string", Description: desc}, Cell: cell(f)}
-	}
-	volumeMode := col("VolumeMode", spec["volumeMode"], func(pv *corev1.PersistentVolume) string { return ModeOrUnset(pv.Spec.VolumeMode) })
-	volumeMode.Priority = 1
+	col := registry.TextColumn[*corev1.PersistentVolume]
 	return []registry.Column{
 		registry.NameColumn(),
 		col("Capacity", spec["capacity"], func(pv *corev1.PersistentVolume) string {
@@ -288,29 +306,19 @@ func columns() []registry.Column {
 		col("Reclaim Policy", spec["persistentVolumeReclaimPolicy"], func(pv *corev1.PersistentVolume) string {
 			return string(pv.Spec.PersistentVolumeReclaimPolicy)
 		}),
-		col("Status", status["phase"], func(pv *corev1.PersistentVolume) string {
-			if pv.DeletionTimestamp != nil {
-				return "Terminating"
-			}
-			return string(pv.Status.Phase)
-		}),
+		col("Status", status["phase"], func(pv *corev1.PersistentVolume) string { return PhaseOrTerminating(pv, string(pv.Status.Phase)) }),
 		col("Claim", spec["claimRef"], func(pv *corev1.PersistentVolume) string {
 			if ref := pv.Spec.ClaimRef; ref != nil {
 				return ref.Namespace + "/" + ref.Name
 			}
 			return ""
 		}),
-		col("StorageClass", "StorageClass of the pv", func(pv *corev1.PersistentVolume) string {
-			if class, ok := pv.Annotations[corev1.BetaStorageClassAnnotation]; ok {
-				return class
-			}
-			return pv.Spec.StorageClassName
-		}),
+		col("StorageClass", "StorageClass of the pv", func(pv *corev1.PersistentVolume) string { return StorageClass(pv, pv.Spec.StorageClassName) }),
 		col("VolumeAttributesClass", "VolumeAttributesClass of the pv", func(pv *corev1.PersistentVolume) string {
 			return ClassOrUnset(pv.Spec.VolumeAttributesClassName)
 		}),
 		col("Reason", status["reason"], func(pv *corev1.PersistentVolume) string { return pv.Status.Reason }),
 		registry.AgeColumn(),
-		volumeMode,
+		VolumeModeColumn(spec["volumeMode"], func(pv *corev1.PersistentVolume) *corev1.PersistentVolumeMode { return pv.Spec.VolumeMode }),
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 func newPV(mutate func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
@@ -22,22 +24,7 @@ func newPV(mutate func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
 	if mutate != nil {
 		mutate(pv)
 	}
-	s := strategy{}
-	s.Default(pv)
-	s.PrepareForCreate(pv)
-	return pv
-}
-
-func messages(pv, old *corev1.PersistentVolume) string {
-	var out []string
-	errs := (strategy{}).Validate(pv)
-	if old != nil {
-		errs = (strategy{}).ValidateUpdate(pv, old)
-	}
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return strings.Join(out, "\n")
+	return registrytest.Created(strategy{}, pv)
 }
 
 func TestDefaults(t *testing.T) {
@@ -51,7 +38,7 @@ func TestDefaults(t *testing.T) {
 	if *pv.Spec.VolumeMode != corev1.PersistentVolumeFilesystem || *pv.Spec.HostPath.Type != corev1.HostPathUnset {
 		t.Errorf("volumeMode %v hostPath type %v", *pv.Spec.VolumeMode, *pv.Spec.HostPath.Type)
 	}
-	if got := messages(pv, nil); got != "" {
+	if got := registrytest.Joined(strategy{}.Validate(pv)); got != "" {
 		t.Errorf("defaulted PV invalid: %s", got)
 	}
 }
@@ -95,7 +82,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := messages(newPV(tt.mutate), nil); got != tt.want {
+			if got := registrytest.Joined(strategy{}.Validate(newPV(tt.mutate))); got != tt.want {
 				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
 			}
 		})
@@ -106,18 +93,18 @@ func TestValidateUpdate(t *testing.T) {
 	old := newPV(nil)
 	moved := old.DeepCopy()
 	moved.Spec.HostPath.Path = "/data/elsewhere"
-	if got := messages(moved, old); !strings.HasPrefix(got, "spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n") {
+	if got := registrytest.Joined(strategy{}.ValidateUpdate(moved, old)); !strings.HasPrefix(got, "spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n") {
 		t.Errorf("got %q", got)
 	}
 	block := old.DeepCopy()
 	block.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock)
-	if got := messages(block, old); got != `volumeMode: Invalid value: "Block": field is immutable` {
+	if got := registrytest.Joined(strategy{}.ValidateUpdate(block, old)); got != `volumeMode: Invalid value: "Block": field is immutable` {
 		t.Errorf("got %q", got)
 	}
 	claimed := old.DeepCopy()
 	claimed.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "default", Name: "data"}
 	claimed.Spec.Capacity[corev1.ResourceStorage] = resource.MustParse("20Gi")
-	if got := messages(claimed, old); got != "" {
+	if got := registrytest.Joined(strategy{}.ValidateUpdate(claimed, old)); got != "" {
 		t.Errorf("binding and resizing rejected: %s", got)
 	}
 }
@@ -130,17 +117,10 @@ func TestColumns(t *testing.T) {
 	})
 	pv.Status.Phase = corev1.VolumeBound
 	cols := Resource().Columns
-	var names, cells []string
-	for _, c := range cols {
-		names = append(names, c.Name)
-		if c.Name != "Age" {
-			cells = append(cells, c.Cell(pv).(string))
-		}
-	}
-	if got := strings.Join(names, ","); got != "Name,Capacity,Access Modes,Reclaim Policy,Status,Claim,StorageClass,VolumeAttributesClass,Reason,Age,VolumeMode" {
+	if got := strings.Join(registrytest.Names(cols), ","); got != "Name,Capacity,Access Modes,Reclaim Policy,Status,Claim,StorageClass,VolumeAttributesClass,Reason,Age,VolumeMode" {
 		t.Errorf("columns = %s", got)
 	}
-	if got := strings.Join(cells, "|"); got != "pv1|10Gi|RWO,RWX|Retain|Bound|default/data|standard|<unset>||Filesystem" {
+	if got := registrytest.TextRow(t, cols, pv); got != "pv1|10Gi|RWO,RWX|Retain|Bound|default/data|standard|<unset>||Filesystem" {
 		t.Errorf("cells = %s", got)
 	}
 	if cols[len(cols)-1].Priority != 1 {

@@ -11,10 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/persistentvolume"
@@ -117,21 +117,11 @@ func (strategy) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
 func columns() []registry.Column {
 	spec := corev1.PersistentVolumeClaimSpec{}.SwaggerDoc()
 	status := corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()
-	col := func(name, desc string, f func(*corev1.PersistentVolumeClaim) string) registry.Column {
-		return registry.Column{TableColumnDefinition: metav1.TableColumnDefinition{Name: name, Type: "string", Description: desc},
-			Cell: func(o runtime.Object) interface{} { return f(o.(*corev1.PersistentVolumeClaim)) }}
-	}
-	volumeMode := col("VolumeMode", spec["volumeMode"], func(c *corev1.PersistentVolumeClaim) string {
-		return persistentvolume.ModeOrUnset(c.Spec.VolumeMode)
-	})
-	volumeMode.Priority = 1
+	col := registry.TextColumn[*corev1.PersistentVolumeClaim]
 	return []registry.Column{
 		registry.NameColumn(),
 		col("Status", status["phase"], func(c *corev1.PersistentVolumeClaim) string {
-			if c.DeletionTimestamp != nil {
-				return "Terminating"
-			}
-			return string(c.Status.Phase)
+			return persistentvolume.PhaseOrTerminating(c, string(c.Status.Phase))
 		}),
 		col("Volume", spec["volumeName"], func(c *corev1.PersistentVolumeClaim) string { return c.Spec.VolumeName }),
 		col("Capacity", status["capacity"], func(c *corev1.PersistentVolumeClaim) string {
@@ -148,18 +138,14 @@ func columns() []registry.Column {
 			return persistentvolume.AccessModesString(c.Status.AccessModes)
 		}),
 		col("StorageClass", "StorageClass of the pvc", func(c *corev1.PersistentVolumeClaim) string {
-			if class, ok := c.Annotations[corev1.BetaStorageClassAnnotation]; ok {
-				return class
-			}
-			if c.Spec.StorageClassName != nil {
-				return *c.Spec.StorageClassName
-			}
-			return ""
+			return persistentvolume.StorageClass(c, ptr.Deref(c.Spec.StorageClassName, ""))
 		}),
 		col("VolumeAttributesClass", "VolumeAttributesClass of the pvc", func(c *corev1.PersistentVolumeClaim) string {
 			return persistentvolume.ClassOrUnset(c.Spec.VolumeAttributesClassName)
 		}),
 		registry.AgeColumn(),
-		volumeMode,
+		persistentvolume.VolumeModeColumn(spec["volumeMode"], func(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeMode {
+			return c.Spec.VolumeMode
+		}),
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 func newClaim(mutate func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
@@ -22,22 +24,7 @@ func newClaim(mutate func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolu
 	if mutate != nil {
 		mutate(c)
 	}
-	s := strategy{}
-	s.Default(c)
-	s.PrepareForCreate(c)
-	return c
-}
-
-func messages(c, old *corev1.PersistentVolumeClaim) string {
-	errs := (strategy{}).Validate(c)
-	if old != nil {
-		errs = (strategy{}).ValidateUpdate(c, old)
-	}
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return strings.Join(out, "\n")
+	return registrytest.Created(strategy{}, c)
 }
 
 func TestCreate(t *testing.T) {
@@ -66,7 +53,7 @@ func TestCreate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := messages(newClaim(tt.mutate), nil); got != tt.want {
+			if got := registrytest.Joined(strategy{}.Validate(newClaim(tt.mutate))); got != tt.want {
 				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
 			}
 		})
@@ -114,7 +101,7 @@ func TestUpdate(t *testing.T) {
 			}
 			updated := old.DeepCopy()
 			tt.change(updated)
-			got := messages(updated, old)
+			got := registrytest.Joined(strategy{}.ValidateUpdate(updated, old))
 			if (tt.wantPrefix == "") != (got == "") || !strings.HasPrefix(got, tt.wantPrefix) {
 				t.Errorf("got %q, want prefix %q", got, tt.wantPrefix)
 			}
@@ -124,23 +111,14 @@ func TestUpdate(t *testing.T) {
 
 func TestColumns(t *testing.T) {
 	c := newClaim(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("standard") })
-	cells := func() string {
-		var out []string
-		for _, col := range Resource().Columns {
-			if col.Name != "Age" {
-				out = append(out, col.Cell(c).(string))
-			}
-		}
-		return strings.Join(out, "|")
-	}
-	if got := cells(); got != "data|Pending||||standard|<unset>|Filesystem" {
+	if got := registrytest.TextRow(t, Resource().Columns, c); got != "data|Pending||||standard|<unset>|Filesystem" {
 		t.Errorf("pending cells = %s", got)
 	}
 	c.Spec.VolumeName = "pv1"
 	c.Status.Phase = corev1.ClaimBound
 	c.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}
 	c.Status.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
-	if got := cells(); got != "data|Bound|pv1|10Gi|RWO|standard|<unset>|Filesystem" {
+	if got := registrytest.TextRow(t, Resource().Columns, c); got != "data|Bound|pv1|10Gi|RWO|standard|<unset>|Filesystem" {
 		t.Errorf("bound cells = %s", got)
 	}
 }

@@ -10,8 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 func newPod(mutate func(*corev1.Pod)) *corev1.Pod {
@@ -26,20 +27,7 @@ func newPod(mutate func(*corev1.Pod)) *corev1.Pod {
 }
 
 // created runs a pod through the create path the API server takes.
-func created(p *corev1.Pod) *corev1.Pod {
-	s := strategy{}
-	s.Default(p)
-	s.PrepareForCreate(p)
-	return p
-}
-
-func messages(errs field.ErrorList) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return out
-}
+func created(p *corev1.Pod) *corev1.Pod { return registrytest.Created(strategy{}, p) }
 
 func TestDefaults(t *testing.T) {
 	p := created(newPod(func(p *corev1.Pod) {
@@ -215,10 +203,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := messages(strategy{}.Validate(created(newPod(tt.mutate))))
-			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
+			registrytest.ExpectErrors(t, strategy{}.Validate(created(newPod(tt.mutate))), tt.want...)
 		})
 	}
 }
@@ -252,7 +237,7 @@ func TestValidateUpdate(t *testing.T) {
 			tt.mutate(updated)
 			s := strategy{}
 			s.Default(updated)
-			got := strings.Join(messages(s.ValidateUpdate(updated, old)), "\n")
+			got := registrytest.Joined(s.ValidateUpdate(updated, old))
 			if tt.wantPrefix == "" && got != "" {
 				t.Fatalf("unexpected errors: %s", got)
 			}
@@ -347,11 +332,7 @@ func TestWideColumns(t *testing.T) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: "example.com/lb", Status: corev1.ConditionTrue}}
 	})
 	cols := columns()
-	var names []string
-	for _, c := range cols {
-		names = append(names, c.Name)
-	}
-	if got := strings.Join(names, ","); got != "Name,Ready,Status,Restarts,Age,IP,Node,Nominated Node,Readiness Gates" {
+	if got := strings.Join(registrytest.Names(cols), ","); got != "Name,Ready,Status,Restarts,Age,IP,Node,Nominated Node,Readiness Gates" {
 		t.Fatalf("columns = %s", got)
 	}
 	want := []interface{}{"10.244.0.5", "node-1", "<none>", "1/2"}

@@ -22,8 +22,7 @@ import (
 // Resource describes replicasets.
 func Resource() *registry.Resource {
 	rs := func(o runtime.Object) *appsv1.ReplicaSet { return o.(*appsv1.ReplicaSet) }
-	columns := []registry.Column{
-		registry.NameColumn(),
+	columns := workload.Columns([]registry.Column{
 		{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Desired", Type: "integer",
 			Description: extensionsv1beta1.ReplicaSetSpec{}.SwaggerDoc()["replicas"]},
 			Cell: func(o runtime.Object) interface{} { return int64(workload.Replicas(o)) }},
@@ -33,26 +32,18 @@ func Resource() *registry.Resource {
 		{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Ready", Type: "integer",
 			Description: extensionsv1beta1.ReplicaSetStatus{}.SwaggerDoc()["readyReplicas"]},
 			Cell: func(o runtime.Object) interface{} { return int64(rs(o).Status.ReadyReplicas) }},
-		registry.AgeColumn(),
-	}
-	columns = append(columns, workload.ContainerColumns()...)
-	columns = append(columns, workload.SelectorColumn(extensionsv1beta1.ReplicaSetSpec{}.SwaggerDoc()["selector"], metav1.FormatLabelSelector))
-	return &registry.Resource{
+	}, workload.SelectorColumn(extensionsv1beta1.ReplicaSetSpec{}.SwaggerDoc()["selector"], metav1.FormatLabelSelector))
+	return workload.Resource(&registry.Resource{
 		Kind:       appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
 		Resource:   "replicasets",
 		Singular:   "replicaset",
 		ShortNames: []string{"rs"},
-		Categories: []string{"all"},
-		Namespaced: true,
-		Status:     true,
-		Generation: true,
-		Scale:      workload.ScaleAccess(),
 		Strategy:   strategy{},
 		Columns:    columns,
 		Fields: func(o runtime.Object) fields.Set {
 			return fields.Set{"status.replicas": strconv.Itoa(int(rs(o).Status.Replicas))}
 		},
-	}
+	})
 }
 
 type strategy struct{ registry.Base }
@@ -69,10 +60,8 @@ func (strategy) Validate(obj runtime.Object) field.ErrorList {
 }
 
 // ValidateUpdate adds the apps/v1 rule that the selector never changes.
-func (strategy) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
-	rs, oldRS := obj.(*appsv1.ReplicaSet), old.(*appsv1.ReplicaSet)
-	errs := validateSpec(&rs.Spec, field.NewPath("spec"))
-	return append(errs, validation.ValidateImmutableField(rs.Spec.Selector, oldRS.Spec.Selector, field.NewPath("spec", "selector"))...)
+func (s strategy) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
+	return append(s.Validate(obj), workload.ValidateSelectorUnchanged(obj, old)...)
 }
 
 // validateSpec follows upstream's ValidateReplicaSetSpec.

@@ -8,31 +8,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
-
-func ptr[T any](v T) *T { return &v }
-
-func messages(errs field.ErrorList) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return out
-}
 
 func valid() *appsv1.ReplicaSet {
 	rs := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-5d4f", Namespace: "default"},
 		Spec: appsv1.ReplicaSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web", "pod-template-hash": "5d4f"}},
-				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyAlways,
-					Containers:    []corev1.Container{{Name: "nginx", Image: "nginx:1"}},
-				},
-			},
+			Template: registrytest.PodTemplate(map[string]string{"app": "web", "pod-template-hash": "5d4f"},
+				corev1.Container{Name: "nginx", Image: "nginx:1"}),
 		},
 	}
 	strategy{}.Default(rs)
@@ -44,7 +31,7 @@ func TestDefault(t *testing.T) {
 		name string
 		in   *int32
 		want int32
-	}{{"unset", nil, 1}, {"zero kept", ptr[int32](0), 0}, {"three kept", ptr[int32](3), 3}} {
+	}{{"unset", nil, 1}, {"zero kept", ptr.To[int32](0), 0}, {"three kept", ptr.To[int32](3), 3}} {
 		t.Run(tt.name, func(t *testing.T) {
 			rs := &appsv1.ReplicaSet{Spec: appsv1.ReplicaSetSpec{Replicas: tt.in}}
 			strategy{}.Default(rs)
@@ -56,51 +43,36 @@ func TestDefault(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name   string
-		change func(*appsv1.ReplicaSet)
-		want   []string
-	}{
-		{name: "valid", change: func(*appsv1.ReplicaSet) {}},
-		{name: "negative replicas and min ready", change: func(rs *appsv1.ReplicaSet) {
-			rs.Spec.Replicas = ptr[int32](-1)
+	registrytest.RunValidate(t, strategy{}, valid, []registrytest.Case[*appsv1.ReplicaSet]{
+		{Name: "valid", Change: func(*appsv1.ReplicaSet) {}},
+		{Name: "negative replicas and min ready", Change: func(rs *appsv1.ReplicaSet) {
+			rs.Spec.Replicas = ptr.To[int32](-1)
 			rs.Spec.MinReadySeconds = -3
-		}, want: []string{
+		}, Want: []string{
 			"spec.replicas: Invalid value: -1: must be greater than or equal to 0",
 			"spec.minReadySeconds: Invalid value: -3: must be greater than or equal to 0",
 		}},
-		{name: "empty selector", change: func(rs *appsv1.ReplicaSet) { rs.Spec.Selector = &metav1.LabelSelector{} }, want: []string{
+		{Name: "empty selector", Change: func(rs *appsv1.ReplicaSet) { rs.Spec.Selector = &metav1.LabelSelector{} }, Want: []string{
 			// Upstream's wording, "deployment" included.
 			"spec.selector: Invalid value: {}: empty selector is invalid for deployment",
 		}},
-		{name: "selector does not match", change: func(rs *appsv1.ReplicaSet) { rs.Spec.Selector.MatchLabels["app"] = "db" }, want: []string{
+		{Name: "selector does not match", Change: func(rs *appsv1.ReplicaSet) { rs.Spec.Selector.MatchLabels["app"] = "db" }, Want: []string{
 			"spec.template.metadata.labels: Invalid value: {\"app\":\"web\",\"pod-template-hash\":\"5d4f\"}: `selector` does not match template `labels`",
 		}},
-		{name: "restart on failure", change: func(rs *appsv1.ReplicaSet) { rs.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }, want: []string{
+		{Name: "restart on failure", Change: func(rs *appsv1.ReplicaSet) { rs.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }, Want: []string{
 			"spec.template.spec.restartPolicy: Unsupported value: \"OnFailure\": supported values: \"Always\"",
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rs := valid()
-			tt.change(rs)
-			if got := messages(strategy{}.Validate(rs)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("errors\n got %q\nwant %q", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestValidateUpdateSelectorImmutable(t *testing.T) {
 	old := valid()
 	rs := old.DeepCopy()
 	rs.Spec.Selector.MatchLabels = map[string]string{"pod-template-hash": "5d4f"}
-	want := []string{"spec.selector: Invalid value: {\"matchLabels\":{\"pod-template-hash\":\"5d4f\"}}: field is immutable"}
-	if got := messages(strategy{}.ValidateUpdate(rs, old)); !reflect.DeepEqual(got, want) {
-		t.Errorf("errors %q, want %q", got, want)
-	}
+	registrytest.ExpectErrors(t, strategy{}.ValidateUpdate(rs, old),
+		"spec.selector: Invalid value: {\"matchLabels\":{\"pod-template-hash\":\"5d4f\"}}: field is immutable")
 	rs = old.DeepCopy()
-	rs.Spec.Replicas = ptr[int32](0)
+	rs.Spec.Replicas = ptr.To[int32](0)
 	if errs := (strategy{}).ValidateUpdate(rs, old); len(errs) != 0 {
 		t.Errorf("scaling to zero refused: %v", errs)
 	}
@@ -124,19 +96,11 @@ func TestResourceAndScale(t *testing.T) {
 
 func TestColumns(t *testing.T) {
 	rs := valid()
-	rs.Spec.Replicas = ptr[int32](3)
+	rs.Spec.Replicas = ptr.To[int32](3)
 	rs.Status = appsv1.ReplicaSetStatus{Replicas: 3, ReadyReplicas: 2}
-	var names []string
-	var cells []interface{}
-	for _, c := range Resource().Columns {
-		names = append(names, c.Name)
-		cells = append(cells, c.Cell(rs))
-	}
-	wantNames := []string{"Name", "Desired", "Current", "Ready", "Age", "Containers", "Images", "Selector"}
-	wantCells := []interface{}{"web-5d4f", int64(3), int64(3), int64(2), "<unknown>", "nginx", "nginx:1", "app=web"}
-	if !reflect.DeepEqual(names, wantNames) || !reflect.DeepEqual(cells, wantCells) {
-		t.Errorf("columns %v %v, want %v %v", names, cells, wantNames, wantCells)
-	}
+	registrytest.ExpectRow(t, Resource().Columns, rs,
+		[]string{"Name", "Desired", "Current", "Ready", "Age", "Containers", "Images", "Selector"},
+		[]interface{}{"web-5d4f", int64(3), int64(3), int64(2), "<unknown>", "nginx", "nginx:1", "app=web"})
 	rs.Spec.Selector = nil
 	if got := Resource().Columns[7].Cell(rs); got != "<none>" {
 		t.Errorf("selector cell for no selector = %q, want <none>", got)

@@ -1,12 +1,13 @@
 package secret
 
 import (
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 func TestDefault(t *testing.T) {
@@ -66,13 +67,7 @@ func TestValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := tt.secret
 			(strategy{}).Default(&s)
-			var got []string
-			for _, e := range (strategy{}).Validate(&s) {
-				got = append(got, e.Error())
-			}
-			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("got %q, want %q", got, tt.want)
-			}
+			registrytest.ExpectErrors(t, strategy{}.Validate(&s), tt.want...)
 		})
 	}
 }
@@ -83,16 +78,9 @@ func TestValidateUpdate(t *testing.T) {
 	changed.Type = "example.com/custom"
 	changed.Data["a"] = []byte("2")
 	changed.Immutable = nil
-	var got []string
-	for _, e := range (strategy{}).ValidateUpdate(changed, old) {
-		got = append(got, e.Error())
-	}
-	want := []string{
+	registrytest.ExpectErrors(t, strategy{}.ValidateUpdate(changed, old),
 		`type: Invalid value: "example.com/custom": field is immutable`,
 		"immutable: Forbidden: field is immutable when `immutable` is set",
 		"data: Forbidden: field is immutable when `immutable` is set",
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("got %q, want %q", got, want)
-	}
+	)
 }

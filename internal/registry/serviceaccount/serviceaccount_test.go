@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 func TestResource(t *testing.T) {
@@ -12,11 +14,7 @@ func TestResource(t *testing.T) {
 	if r.Resource != "serviceaccounts" || strings.Join(r.ShortNames, ",") != "sa" || !r.Namespaced || r.Status {
 		t.Fatalf("discovery = %+v", r)
 	}
-	var names []string
-	for _, c := range r.Columns {
-		names = append(names, c.Name)
-	}
-	if got := strings.Join(names, ","); got != "Name,Secrets,Age" {
+	if got := strings.Join(registrytest.Names(r.Columns), ","); got != "Name,Secrets,Age" {
 		t.Fatalf("columns = %s", got)
 	}
 	sa := &corev1.ServiceAccount{Secrets: []corev1.ObjectReference{{Name: "a"}, {Name: "b"}}}

@@ -35,29 +35,22 @@ var rules = workload.Rules{SelectorKind: "statefulset", DeadlineKind: "StatefulS
 
 // Resource describes statefulsets.
 func Resource() *registry.Resource {
-	columns := []registry.Column{
-		registry.NameColumn(),
+	columns := workload.Columns([]registry.Column{
 		{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Ready", Type: "string",
 			Description: "Number of the pod with ready state"},
 			Cell: func(o runtime.Object) interface{} {
 				return fmt.Sprintf("%d/%d", o.(*appsv1.StatefulSet).Status.ReadyReplicas, workload.Replicas(o))
 			}},
-		registry.AgeColumn(),
-	}
-	return &registry.Resource{
+	})
+	return workload.Resource(&registry.Resource{
 		Kind:           appsv1.SchemeGroupVersion.WithKind("StatefulSet"),
 		Resource:       "statefulsets",
 		Singular:       "statefulset",
 		ShortNames:     []string{"sts"},
-		Categories:     []string{"all"},
-		Namespaced:     true,
 		NameValidation: validation.NameIsDNSLabel,
-		Status:         true,
-		Generation:     true,
-		Scale:          workload.ScaleAccess(),
 		Strategy:       strategy{},
-		Columns:        append(columns, workload.ContainerColumns()...),
-	}
+		Columns:        columns,
+	})
 }
 
 type strategy struct{ registry.Base }

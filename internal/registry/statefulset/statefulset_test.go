@@ -9,18 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
-
-func ptr[T any](v T) *T { return &v }
-
-func messages(errs field.ErrorList) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return out
-}
 
 func valid() *appsv1.StatefulSet {
 	ss := &appsv1.StatefulSet{
@@ -28,13 +20,7 @@ func valid() *appsv1.StatefulSet {
 		Spec: appsv1.StatefulSetSpec{
 			ServiceName: "db",
 			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
-				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyAlways,
-					Containers:    []corev1.Container{{Name: "postgres", Image: "postgres:16"}},
-				},
-			},
+			Template:    registrytest.PodTemplate(map[string]string{"app": "db"}, corev1.Container{Name: "postgres", Image: "postgres:16"}),
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
 				ObjectMeta: metav1.ObjectMeta{Name: "data"},
 				Spec: corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{
@@ -52,57 +38,45 @@ func TestDefault(t *testing.T) {
 		WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 		WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 	}
-	tests := []struct {
-		name string
-		in   appsv1.StatefulSetSpec
-		want appsv1.StatefulSetSpec
-	}{{
-		name: "empty spec",
-		want: appsv1.StatefulSetSpec{
-			Replicas:            ptr[int32](1),
+	registrytest.RunDefault(t, strategy{}, []registrytest.DefaultCase[*appsv1.StatefulSet]{{
+		Name: "empty spec",
+		In:   &appsv1.StatefulSet{},
+		Want: &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To[int32](1),
 			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr[int32](0), MaxUnavailable: &one}},
-			RevisionHistoryLimit:                 ptr[int32](10),
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0), MaxUnavailable: &one}},
+			RevisionHistoryLimit:                 ptr.To[int32](10),
 			PersistentVolumeClaimRetentionPolicy: retain,
-		},
+		}},
 	}, {
-		name: "explicit rolling update without parameters stays without",
-		in:   appsv1.StatefulSetSpec{UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}},
-		want: appsv1.StatefulSetSpec{
-			Replicas:                             ptr[int32](1),
+		Name: "explicit rolling update without parameters stays without",
+		In:   &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}}},
+		Want: &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{
+			Replicas:                             ptr.To[int32](1),
 			PodManagementPolicy:                  appsv1.OrderedReadyPodManagement,
 			UpdateStrategy:                       appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
-			RevisionHistoryLimit:                 ptr[int32](10),
+			RevisionHistoryLimit:                 ptr.To[int32](10),
 			PersistentVolumeClaimRetentionPolicy: retain,
-		},
+		}},
 	}, {
-		name: "on delete, parallel, delete-on-scale kept",
-		in: appsv1.StatefulSetSpec{
+		Name: "on delete, parallel, delete-on-scale kept",
+		In: &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 				WhenScaled: appsv1.DeletePersistentVolumeClaimRetentionPolicyType},
-		},
-		want: appsv1.StatefulSetSpec{
-			Replicas:             ptr[int32](1),
+		}},
+		Want: &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{
+			Replicas:             ptr.To[int32](1),
 			PodManagementPolicy:  appsv1.ParallelPodManagement,
 			UpdateStrategy:       appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
-			RevisionHistoryLimit: ptr[int32](10),
+			RevisionHistoryLimit: ptr.To[int32](10),
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 				WhenScaled:  appsv1.DeletePersistentVolumeClaimRetentionPolicyType},
-		},
-	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ss := &appsv1.StatefulSet{Spec: tt.in}
-			strategy{}.Default(ss)
-			if !reflect.DeepEqual(ss.Spec, tt.want) {
-				t.Errorf("defaulted spec\n got %+v\nwant %+v", ss.Spec, tt.want)
-			}
-		})
-	}
+		}},
+	}})
 }
 
 func TestDefaultCallsClaimHook(t *testing.T) {
@@ -116,111 +90,80 @@ func TestDefaultCallsClaimHook(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name   string
-		change func(*appsv1.StatefulSet)
-		want   []string
-	}{
-		{name: "valid", change: func(*appsv1.StatefulSet) {}},
-		{name: "no service name is fine", change: func(ss *appsv1.StatefulSet) { ss.Spec.ServiceName = "" }},
-		{name: "bad service name", change: func(ss *appsv1.StatefulSet) { ss.Spec.ServiceName = "DB_svc" }, want: []string{
+	registrytest.RunValidate(t, strategy{}, valid, []registrytest.Case[*appsv1.StatefulSet]{
+		{Name: "valid", Change: func(*appsv1.StatefulSet) {}},
+		{Name: "no service name is fine", Change: func(ss *appsv1.StatefulSet) { ss.Spec.ServiceName = "" }},
+		{Name: "bad service name", Change: func(ss *appsv1.StatefulSet) { ss.Spec.ServiceName = "DB_svc" }, Want: []string{
 			"spec.serviceName: Invalid value: \"DB_svc\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
 		}},
-		{name: "no selector", change: func(ss *appsv1.StatefulSet) { ss.Spec.Selector = nil }, want: []string{
+		{Name: "no selector", Change: func(ss *appsv1.StatefulSet) { ss.Spec.Selector = nil }, Want: []string{
 			"spec.selector: Required value",
 			"spec.template.metadata.labels: Invalid value: {\"app\":\"db\"}: `selector` does not match template `labels`",
 		}},
-		{name: "empty selector", change: func(ss *appsv1.StatefulSet) { ss.Spec.Selector = &metav1.LabelSelector{} }, want: []string{
+		{Name: "empty selector", Change: func(ss *appsv1.StatefulSet) { ss.Spec.Selector = &metav1.LabelSelector{} }, Want: []string{
 			"spec.selector: Invalid value: {}: empty selector is invalid for statefulset",
 		}},
-		{name: "bad pod management policy", change: func(ss *appsv1.StatefulSet) { ss.Spec.PodManagementPolicy = "Random" }, want: []string{
+		{Name: "bad pod management policy", Change: func(ss *appsv1.StatefulSet) { ss.Spec.PodManagementPolicy = "Random" }, Want: []string{
 			"spec.podManagementPolicy: Invalid value: \"Random\": must be 'OrderedReady' or 'Parallel'",
 		}},
-		{name: "recreate strategy is gated off", change: func(ss *appsv1.StatefulSet) {
+		{Name: "recreate strategy is gated off", Change: func(ss *appsv1.StatefulSet) {
 			ss.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RecreateStatefulSetStrategyType}
-		}, want: []string{
+		}, Want: []string{
 			"spec.updateStrategy: Invalid value: {\"type\":\"Recreate\"}: must be 'RollingUpdate' or 'OnDelete'",
 		}},
-		{name: "on delete with rolling parameters", change: func(ss *appsv1.StatefulSet) {
+		{Name: "on delete with rolling parameters", Change: func(ss *appsv1.StatefulSet) {
 			ss.Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType
-		}, want: []string{
+		}, Want: []string{
 			"spec.updateStrategy.rollingUpdate: Invalid value: {\"partition\":0,\"maxUnavailable\":1}: only allowed for updateStrategy 'RollingUpdate'",
 		}},
-		{name: "negative partition, zero max unavailable", change: func(ss *appsv1.StatefulSet) {
+		{Name: "negative partition, zero max unavailable", Change: func(ss *appsv1.StatefulSet) {
 			zero := intstr.FromString("0%")
-			ss.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr[int32](-1), MaxUnavailable: &zero}
-		}, want: []string{
+			ss.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](-1), MaxUnavailable: &zero}
+		}, Want: []string{
 			"spec.updateStrategy.rollingUpdate.partition: Invalid value: -1: must be greater than or equal to 0",
 			"spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: \"0%\": cannot be 0",
 		}},
-		{name: "bad retention", change: func(ss *appsv1.StatefulSet) { ss.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted = "Keep" }, want: []string{
+		{Name: "bad retention", Change: func(ss *appsv1.StatefulSet) { ss.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted = "Keep" }, Want: []string{
 			"spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Unsupported value: \"Keep\": supported values: \"Retain\", \"Delete\"",
 		}},
-		{name: "negative replicas and ordinals", change: func(ss *appsv1.StatefulSet) {
-			ss.Spec.Replicas = ptr[int32](-1)
+		{Name: "negative replicas and ordinals", Change: func(ss *appsv1.StatefulSet) {
+			ss.Spec.Replicas = ptr.To[int32](-1)
 			ss.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: -1}
-		}, want: []string{
+		}, Want: []string{
 			"spec.replicas: Invalid value: -1: must be greater than or equal to 0",
 			"spec.ordinals.start: Invalid value: -1: must be greater than or equal to 0",
 		}},
-		{name: "active deadline", change: func(ss *appsv1.StatefulSet) { ss.Spec.Template.Spec.ActiveDeadlineSeconds = ptr[int64](30) }, want: []string{
+		{Name: "active deadline", Change: func(ss *appsv1.StatefulSet) { ss.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To[int64](30) }, Want: []string{
 			"spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in StatefulSet is not Supported",
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ss := valid()
-			tt.change(ss)
-			if got := messages(strategy{}.Validate(ss)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("errors\n got %q\nwant %q", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestValidateUpdate(t *testing.T) {
 	forbidden := "spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', " +
 		"'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"
-	tests := []struct {
-		name   string
-		old    func(*appsv1.StatefulSet)
-		change func(*appsv1.StatefulSet)
-		want   []string
-	}{
-		{name: "allowed fields", change: func(ss *appsv1.StatefulSet) {
-			ss.Spec.Replicas = ptr[int32](5)
+	registrytest.RunValidateUpdate(t, strategy{}, valid, []registrytest.Case[*appsv1.StatefulSet]{
+		{Name: "allowed fields", Change: func(ss *appsv1.StatefulSet) {
+			ss.Spec.Replicas = ptr.To[int32](5)
 			ss.Spec.Template.Spec.Containers[0].Image = "postgres:17"
-			ss.Spec.UpdateStrategy.RollingUpdate.Partition = ptr[int32](2)
-			ss.Spec.RevisionHistoryLimit = ptr[int32](3)
+			ss.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](2)
+			ss.Spec.RevisionHistoryLimit = ptr.To[int32](3)
 			ss.Spec.MinReadySeconds = 10
 			ss.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: 1}
 			ss.Spec.PersistentVolumeClaimRetentionPolicy.WhenScaled = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
 		}},
-		{name: "service name", change: func(ss *appsv1.StatefulSet) { ss.Spec.ServiceName = "db2" }, want: []string{forbidden}},
-		{name: "claim templates", change: func(ss *appsv1.StatefulSet) {
+		{Name: "service name", Change: func(ss *appsv1.StatefulSet) { ss.Spec.ServiceName = "db2" }, Want: []string{forbidden}},
+		{Name: "claim templates", Change: func(ss *appsv1.StatefulSet) {
 			ss.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
-		}, want: []string{forbidden}},
-		{name: "pod management policy", change: func(ss *appsv1.StatefulSet) { ss.Spec.PodManagementPolicy = appsv1.ParallelPodManagement }, want: []string{forbidden}},
-		{name: "selector", change: func(ss *appsv1.StatefulSet) {
+		}, Want: []string{forbidden}},
+		{Name: "pod management policy", Change: func(ss *appsv1.StatefulSet) { ss.Spec.PodManagementPolicy = appsv1.ParallelPodManagement }, Want: []string{forbidden}},
+		{Name: "selector", Change: func(ss *appsv1.StatefulSet) {
 			ss.Spec.Selector.MatchLabels["tier"] = "x"
 			ss.Spec.Template.Labels["tier"] = "x"
-		}, want: []string{forbidden}},
-		{name: "stored invalid service name is tolerated", old: func(ss *appsv1.StatefulSet) { ss.Spec.ServiceName = "DB_svc" },
-			change: func(ss *appsv1.StatefulSet) { ss.Spec.Replicas = ptr[int32](2) }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			old := valid()
-			if tt.old != nil {
-				tt.old(old)
-			}
-			ss := old.DeepCopy()
-			tt.change(ss)
-			if got := messages(strategy{}.ValidateUpdate(ss, old)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("errors\n got %q\nwant %q", got, tt.want)
-			}
-		})
-	}
+		}, Want: []string{forbidden}},
+		{Name: "stored invalid service name is tolerated", Old: func(ss *appsv1.StatefulSet) { ss.Spec.ServiceName = "DB_svc" },
+			Change: func(ss *appsv1.StatefulSet) { ss.Spec.Replicas = ptr.To[int32](2) }},
+	})
 }
 
 func TestResource(t *testing.T) {
@@ -236,17 +179,8 @@ func TestResource(t *testing.T) {
 
 func TestColumns(t *testing.T) {
 	ss := valid()
-	ss.Spec.Replicas = ptr[int32](3)
+	ss.Spec.Replicas = ptr.To[int32](3)
 	ss.Status.ReadyReplicas = 2
-	var names []string
-	var cells []interface{}
-	for _, c := range Resource().Columns {
-		names = append(names, c.Name)
-		cells = append(cells, c.Cell(ss))
-	}
-	wantNames := []string{"Name", "Ready", "Age", "Containers", "Images"}
-	wantCells := []interface{}{"db", "2/3", "<unknown>", "postgres", "postgres:16"}
-	if !reflect.DeepEqual(names, wantNames) || !reflect.DeepEqual(cells, wantCells) {
-		t.Errorf("columns %v %v, want %v %v", names, cells, wantNames, wantCells)
-	}
+	registrytest.ExpectRow(t, Resource().Columns, ss, []string{"Name", "Ready", "Age", "Containers", "Images"},
+		[]interface{}{"db", "2/3", "<unknown>", "postgres", "postgres:16"})
 }

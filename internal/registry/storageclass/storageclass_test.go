@@ -7,18 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
-
-func ptr[T any](v T) *T { return &v }
-
-func messages(errs field.ErrorList) []string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return out
-}
 
 func valid() *storagev1.StorageClass {
 	sc := &storagev1.StorageClass{
@@ -39,7 +31,7 @@ func TestDefault(t *testing.T) {
 		wantMode   storagev1.VolumeBindingMode
 	}{
 		{"unset", nil, nil, corev1.PersistentVolumeReclaimDelete, storagev1.VolumeBindingImmediate},
-		{"kept", ptr(corev1.PersistentVolumeReclaimRetain), ptr(storagev1.VolumeBindingWaitForFirstConsumer),
+		{"kept", ptr.To(corev1.PersistentVolumeReclaimRetain), ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
 			corev1.PersistentVolumeReclaimRetain, storagev1.VolumeBindingWaitForFirstConsumer},
 	}
 	for _, tt := range tests {
@@ -57,81 +49,54 @@ func TestValidate(t *testing.T) {
 	term := func(key string, values ...string) corev1.TopologySelectorTerm {
 		return corev1.TopologySelectorTerm{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: key, Values: values}}}
 	}
-	tests := []struct {
-		name   string
-		change func(*storagev1.StorageClass)
-		want   []string
-	}{
-		{name: "valid", change: func(*storagev1.StorageClass) {}},
-		{name: "no provisioner", change: func(sc *storagev1.StorageClass) { sc.Provisioner = "" }, want: []string{
+	registrytest.RunValidate(t, strategy{}, valid, []registrytest.Case[*storagev1.StorageClass]{
+		{Name: "valid", Change: func(*storagev1.StorageClass) {}},
+		{Name: "no provisioner", Change: func(sc *storagev1.StorageClass) { sc.Provisioner = "" }, Want: []string{
 			"provisioner: Required value",
 		}},
-		{name: "upper case provisioner is fine", change: func(sc *storagev1.StorageClass) { sc.Provisioner = "Example.com/Disk" }},
-		{name: "bad provisioner", change: func(sc *storagev1.StorageClass) { sc.Provisioner = "a/b/c" }, want: []string{
+		{Name: "upper case provisioner is fine", Change: func(sc *storagev1.StorageClass) { sc.Provisioner = "Example.com/Disk" }},
+		{Name: "bad provisioner", Change: func(sc *storagev1.StorageClass) { sc.Provisioner = "a/b/c" }, Want: []string{
 			"provisioner: Invalid value: \"a/b/c\": a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
 		}},
-		{name: "bad policy and mode", change: func(sc *storagev1.StorageClass) {
-			sc.ReclaimPolicy = ptr(corev1.PersistentVolumeReclaimRecycle)
-			sc.VolumeBindingMode = ptr(storagev1.VolumeBindingMode("Later"))
-		}, want: []string{
+		{Name: "bad policy and mode", Change: func(sc *storagev1.StorageClass) {
+			sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimRecycle)
+			sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingMode("Later"))
+		}, Want: []string{
 			"reclaimPolicy: Unsupported value: \"Recycle\": supported values: \"Delete\", \"Retain\"",
 			"volumeBindingMode: Unsupported value: \"Later\": supported values: \"Immediate\", \"WaitForFirstConsumer\"",
 		}},
-		{name: "empty parameter key", change: func(sc *storagev1.StorageClass) { sc.Parameters[""] = "x" }, want: []string{
+		{Name: "empty parameter key", Change: func(sc *storagev1.StorageClass) { sc.Parameters[""] = "x" }, Want: []string{
 			"parameters: Invalid value: \"\": field can not be empty.",
 		}},
-		{name: "topologies", change: func(sc *storagev1.StorageClass) {
+		{Name: "topologies", Change: func(sc *storagev1.StorageClass) {
 			sc.AllowedTopologies = []corev1.TopologySelectorTerm{term("zone", "a", "a"), term("zone", "a"), term("zone")}
-		}, want: []string{
+		}, Want: []string{
 			"allowedTopologies[0].matchLabelExpressions[0].values[1]: Duplicate value: \"a\"",
 			"allowedTopologies[1].matchLabelExpressions: Duplicate value: \"\"",
 			"allowedTopologies[2].matchLabelExpressions[0].values: Required value",
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			sc := valid()
-			tt.change(sc)
-			if got := messages(strategy{}.Validate(sc)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("errors\n got %q\nwant %q", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestValidateUpdate(t *testing.T) {
-	tests := []struct {
-		name   string
-		change func(*storagev1.StorageClass)
-		want   []string
-	}{
-		{name: "mutable fields", change: func(sc *storagev1.StorageClass) {
-			sc.AllowVolumeExpansion = ptr(true)
+	registrytest.RunValidateUpdate(t, strategy{}, valid, []registrytest.Case[*storagev1.StorageClass]{
+		{Name: "mutable fields", Change: func(sc *storagev1.StorageClass) {
+			sc.AllowVolumeExpansion = ptr.To(true)
 			sc.MountOptions = []string{"debug"}
 			sc.Annotations = map[string]string{defaultAnnotation: "true"}
 		}},
-		{name: "immutable fields", change: func(sc *storagev1.StorageClass) {
+		{Name: "immutable fields", Change: func(sc *storagev1.StorageClass) {
 			sc.Parameters["type"] = "io2"
 			sc.Provisioner = "example.com/disk"
-			sc.ReclaimPolicy = ptr(corev1.PersistentVolumeReclaimRetain)
-			sc.VolumeBindingMode = ptr(storagev1.VolumeBindingWaitForFirstConsumer)
-		}, want: []string{
+			sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimRetain)
+			sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+		}, Want: []string{
 			"parameters: Forbidden: updates to parameters are forbidden.",
 			"provisioner: Forbidden: updates to provisioner are forbidden.",
 			"reclaimPolicy: Forbidden: updates to reclaimPolicy are forbidden.",
 			"volumeBindingMode: Invalid value: \"WaitForFirstConsumer\": field is immutable",
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			old := valid()
-			sc := old.DeepCopy()
-			tt.change(sc)
-			if got := messages(strategy{}.ValidateUpdate(sc, old)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("errors\n got %q\nwant %q", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestColumns(t *testing.T) {
@@ -145,9 +110,9 @@ func TestColumns(t *testing.T) {
 		{"default class", &storagev1.StorageClass{
 			ObjectMeta:           metav1.ObjectMeta{Name: "gp3", Annotations: map[string]string{defaultAnnotation: "true"}},
 			Provisioner:          "ebs.csi.aws.com",
-			ReclaimPolicy:        ptr(corev1.PersistentVolumeReclaimRetain),
-			VolumeBindingMode:    ptr(storagev1.VolumeBindingWaitForFirstConsumer),
-			AllowVolumeExpansion: ptr(true),
+			ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimRetain),
+			VolumeBindingMode:    ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+			AllowVolumeExpansion: ptr.To(true),
 		}, []interface{}{"gp3 (default)", "ebs.csi.aws.com", "Retain", "WaitForFirstConsumer", true, "<unknown>"}},
 		{"beta annotation", &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "old", Annotations: map[string]string{betaDefaultAnnotation: "true"}}},
 			[]interface{}{"old (default)", "", "Delete", "Immediate", false, "<unknown>"}},
@@ -156,16 +121,8 @@ func TestColumns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var names []string
-			var cells []interface{}
-			for _, c := range Resource().Columns {
-				names = append(names, c.Name)
-				cells = append(cells, c.Cell(tt.sc))
-			}
-			wantNames := []string{"Name", "Provisioner", "ReclaimPolicy", "VolumeBindingMode", "AllowVolumeExpansion", "Age"}
-			if !reflect.DeepEqual(names, wantNames) || !reflect.DeepEqual(cells, tt.cells) {
-				t.Errorf("columns %v %v, want %v %v", names, cells, wantNames, tt.cells)
-			}
+			registrytest.ExpectRow(t, Resource().Columns, tt.sc,
+				[]string{"Name", "Provisioner", "ReclaimPolicy", "VolumeBindingMode", "AllowVolumeExpansion", "Age"}, tt.cells)
 		})
 	}
 }

@@ -39,25 +39,13 @@ func containerCommon(c *corev1.Container, pod *podContext, p *field.Path) field.
 	if c.Image == "" {
 		errs = append(errs, field.Required(p.Child("image"), ""))
 	}
-	switch c.TerminationMessagePolicy {
-	case corev1.TerminationMessageReadFile, corev1.TerminationMessageFallbackToLogsOnError:
-	case "":
-		errs = append(errs, field.Required(p.Child("terminationMessagePolicy"), ""))
-	default:
-		errs = append(errs, field.NotSupported(p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy, terminationPolicies))
-	}
+	errs = append(errs, oneOf(c.TerminationMessagePolicy, terminationPolicies, p.Child("terminationMessagePolicy"))...)
 	errs = append(errs, ContainerPorts(c.Ports, p.Child("ports"))...)
 	errs = append(errs, Env(c.Env, p.Child("env"))...)
 	errs = append(errs, EnvFrom(c.EnvFrom, p.Child("envFrom"))...)
 	errs = append(errs, volumeMounts(c, pod.volumes, p.Child("volumeMounts"))...)
 	errs = append(errs, volumeDevices(c, pod.volumes, p.Child("volumeDevices"))...)
-	switch c.ImagePullPolicy {
-	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-	case "":
-		errs = append(errs, field.Required(p.Child("imagePullPolicy"), ""))
-	default:
-		errs = append(errs, field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, pullPolicies))
-	}
+	errs = append(errs, oneOf(c.ImagePullPolicy, pullPolicies, p.Child("imagePullPolicy"))...)
 	errs = append(errs, ResourceRequirements(&c.Resources, p.Child("resources"))...)
 	errs = append(errs, resizePolicy(c.ResizePolicy, pod.restartPolicy, p.Child("resizePolicy"))...)
 	return append(errs, securityContext(c.SecurityContext, p.Child("securityContext"))...)
@@ -71,20 +59,8 @@ func resizePolicy(policies []corev1.ContainerResizePolicy, restart corev1.Restar
 			errs = append(errs, field.Duplicate(p.Index(i), policy.ResourceName))
 		}
 		seen[policy.ResourceName] = true
-		switch policy.ResourceName {
-		case corev1.ResourceCPU, corev1.ResourceMemory:
-		case "":
-			errs = append(errs, field.Required(p, ""))
-		default:
-			errs = append(errs, field.NotSupported(p, policy.ResourceName, resizeResources))
-		}
-		switch policy.RestartPolicy {
-		case corev1.NotRequired, corev1.RestartContainer:
-		case "":
-			errs = append(errs, field.Required(p, ""))
-		default:
-			errs = append(errs, field.NotSupported(p, policy.RestartPolicy, resizeRestartPolicies))
-		}
+		errs = append(errs, oneOf(policy.ResourceName, resizeResources, p)...)
+		errs = append(errs, oneOf(policy.RestartPolicy, resizeRestartPolicies, p)...)
 		if restart == corev1.RestartPolicyNever && policy.RestartPolicy != corev1.NotRequired {
 			errs = append(errs, field.Invalid(p, policy.RestartPolicy, "must be 'NotRequired' when `restartPolicy` is 'Never'"))
 		}
@@ -114,15 +90,7 @@ func volumeMounts(c *corev1.Container, volumes map[string]corev1.VolumeSource, p
 			errs = append(errs, field.Invalid(mp.Child("mountPath"), m.MountPath, "must be unique"))
 		}
 		mountPoints[m.MountPath] = true
-		if _, ok := devices[m.Name]; ok {
-			errs = append(errs, field.Invalid(mp.Child("name"), m.Name, "must not already exist in volumeDevices"))
-		}
-		for _, devPath := range devices {
-			if devPath == m.MountPath {
-				errs = append(errs, field.Invalid(mp.Child("mountPath"), m.MountPath, "must not already exist as a path in volumeDevices"))
-				break
-			}
-		}
+		errs = append(errs, usedByOther(m.Name, m.MountPath, devices, "volumeDevices", mp.Child("name"), mp.Child("mountPath"))...)
 		if v, ok := volumes[m.Name]; ok && v.Image != nil {
 			if m.SubPath != "" {
 				errs = append(errs, field.Invalid(mp.Child("subPath"), m.SubPath, "not allowed in image volume sources"))
@@ -145,6 +113,23 @@ func volumeMounts(c *corev1.Container, volumes map[string]corev1.VolumeSource, p
 			errs = append(errs, mountPropagation(*prop, c, p.Child("mountPropagation"))...)
 		}
 		errs = append(errs, recursiveReadOnly(m, p.Child("recursiveReadOnly"))...)
+	}
+	return errs
+}
+
+// usedByOther rejects a volume mount or device whose volume, or whose path,
+// the container's other list (volumeMounts or volumeDevices, given as
+// volume name to path) already uses.
+func usedByOther(name, path string, other map[string]string, otherField string, namePath, pathPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if _, ok := other[name]; ok {
+		errs = append(errs, field.Invalid(namePath, name, "must not already exist in "+otherField))
+	}
+	for _, otherPath := range other {
+		if otherPath == path {
+			errs = append(errs, field.Invalid(pathPath, path, "must not already exist as a path in "+otherField))
+			break
+		}
 	}
 	return errs
 }
@@ -216,15 +201,7 @@ func volumeDevices(c *corev1.Container, volumes map[string]corev1.VolumeSource, 
 		} else {
 			paths[d.DevicePath] = true
 		}
-		if _, ok := mounts[d.Name]; ok {
-			errs = append(errs, field.Invalid(dp.Child("name"), d.Name, "must not already exist in volumeMounts"))
-		}
-		for _, mountPath := range mounts {
-			if mountPath == d.DevicePath {
-				errs = append(errs, field.Invalid(dp.Child("devicePath"), d.DevicePath, "must not already exist as a path in volumeMounts"))
-				break
-			}
-		}
+		errs = append(errs, usedByOther(d.Name, d.DevicePath, mounts, "volumeMounts", dp.Child("name"), dp.Child("devicePath"))...)
 		if d.Name != "" {
 			names[d.Name] = true
 		}
@@ -350,17 +327,7 @@ func securityContext(sc *corev1.SecurityContext, p *field.Path) field.ErrorList 
 	if sc == nil {
 		return nil
 	}
-	var errs field.ErrorList
-	if sc.RunAsUser != nil {
-		for _, msg := range validation.IsValidUserID(*sc.RunAsUser) {
-			errs = append(errs, field.Invalid(p.Child("runAsUser"), *sc.RunAsUser, msg))
-		}
-	}
-	if sc.RunAsGroup != nil {
-		for _, msg := range validation.IsValidGroupID(*sc.RunAsGroup) {
-			errs = append(errs, field.Invalid(p.Child("runAsGroup"), *sc.RunAsGroup, msg))
-		}
-	}
+	errs := runAsIDs(sc.RunAsUser, sc.RunAsGroup, p)
 	errs = append(errs, seccompProfile(sc.SeccompProfile, p.Child("seccompProfile"))...)
 	if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
 		if sc.Privileged != nil && *sc.Privileged {
@@ -372,6 +339,23 @@ func securityContext(sc *corev1.SecurityContext, p *field.Path) field.ErrorList 
 					errs = append(errs, field.Invalid(p, sc, "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN"))
 				}
 			}
+		}
+	}
+	return errs
+}
+
+// runAsIDs checks the runAsUser and runAsGroup of a pod or container
+// security context.
+func runAsIDs(user, group *int64, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if user != nil {
+		for _, msg := range validation.IsValidUserID(*user) {
+			errs = append(errs, field.Invalid(p.Child("runAsUser"), *user, msg))
+		}
+	}
+	if group != nil {
+		for _, msg := range validation.IsValidGroupID(*group) {
+			errs = append(errs, field.Invalid(p.Child("runAsGroup"), *group, msg))
 		}
 	}
 	return errs

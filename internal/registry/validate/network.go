@@ -16,13 +16,7 @@ var protocols = []corev1.Protocol{corev1.ProtocolSCTP, corev1.ProtocolTCP, corev
 
 // Protocol checks a port protocol: required, and one of protocols.
 func Protocol(p corev1.Protocol, path *field.Path) field.ErrorList {
-	switch p {
-	case "":
-		return field.ErrorList{field.Required(path, "")}
-	case corev1.ProtocolSCTP, corev1.ProtocolTCP, corev1.ProtocolUDP:
-		return nil
-	}
-	return field.ErrorList{field.NotSupported(path, p, protocols)}
+	return oneOf(p, protocols, path)
 }
 
 // PortNumber checks a port number is within 1-65535.

@@ -51,20 +51,8 @@ func PodSpec(spec *corev1.PodSpec, pod *metav1.ObjectMeta, p *field.Path) field.
 	errs = append(errs, initContainers(spec.InitContainers, spec.Containers, ctx, p.Child("initContainers"))...)
 	errs = append(errs, hostNetworkPorts(spec, pod != nil, p)...)
 
-	switch spec.RestartPolicy {
-	case corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
-	case "":
-		errs = append(errs, field.Required(p.Child("restartPolicy"), ""))
-	default:
-		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), spec.RestartPolicy, restartPolicies))
-	}
-	switch spec.DNSPolicy {
-	case corev1.DNSClusterFirstWithHostNet, corev1.DNSClusterFirst, corev1.DNSDefault, corev1.DNSNone:
-	case "":
-		errs = append(errs, field.Required(p.Child("dnsPolicy"), ""))
-	default:
-		errs = append(errs, field.NotSupported(p.Child("dnsPolicy"), spec.DNSPolicy, dnsPolicies))
-	}
+	errs = append(errs, oneOf(spec.RestartPolicy, restartPolicies, p.Child("restartPolicy"))...)
+	errs = append(errs, oneOf(spec.DNSPolicy, dnsPolicies, p.Child("dnsPolicy"))...)
 	errs = append(errs, metavalidation.ValidateLabels(spec.NodeSelector, p.Child("nodeSelector"))...)
 	errs = append(errs, podSecurityContext(spec, p.Child("securityContext"))...)
 	errs = append(errs, affinity(spec.Affinity, p.Child("affinity"))...)
@@ -112,13 +100,7 @@ func PodSpec(spec *corev1.PodSpec, pod *metav1.ObjectMeta, p *field.Path) field.
 		errs = append(errs, Name(apivalidation.NameIsDNSSubdomain, *spec.RuntimeClassName, p.Child("runtimeClassName"))...)
 	}
 	if pp := spec.PreemptionPolicy; pp != nil {
-		switch *pp {
-		case corev1.PreemptLowerPriority, corev1.PreemptNever:
-		case "":
-			errs = append(errs, field.Required(p.Child("preemptionPolicy"), ""))
-		default:
-			errs = append(errs, field.NotSupported(p.Child("preemptionPolicy"), pp, preemptionPolicies))
-		}
+		errs = append(errs, oneOf(*pp, preemptionPolicies, p.Child("preemptionPolicy"))...)
 	}
 	if spec.Overhead != nil {
 		errs = append(errs, ResourceRequirements(&corev1.ResourceRequirements{Limits: spec.Overhead}, p.Child("overhead"))...)
@@ -197,16 +179,7 @@ func podSecurityContext(spec *corev1.PodSpec, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("fsGroup"), *sc.FSGroup, msg))
 		}
 	}
-	if sc.RunAsUser != nil {
-		for _, msg := range validation.IsValidUserID(*sc.RunAsUser) {
-			errs = append(errs, field.Invalid(p.Child("runAsUser"), *sc.RunAsUser, msg))
-		}
-	}
-	if sc.RunAsGroup != nil {
-		for _, msg := range validation.IsValidGroupID(*sc.RunAsGroup) {
-			errs = append(errs, field.Invalid(p.Child("runAsGroup"), *sc.RunAsGroup, msg))
-		}
-	}
+	errs = append(errs, runAsIDs(sc.RunAsUser, sc.RunAsGroup, p)...)
 	for i, gid := range sc.SupplementalGroups {
 		for _, msg := range validation.IsValidGroupID(gid) {
 			errs = append(errs, field.Invalid(p.Child("supplementalGroups").Index(i), gid, msg))
@@ -329,13 +302,7 @@ func Tolerations(tolerations []corev1.Toleration, p *field.Path) field.ErrorList
 
 // TaintEffect checks the effect of a taint or toleration.
 func TaintEffect(effect corev1.TaintEffect, p *field.Path) field.ErrorList {
-	switch effect {
-	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-		return nil
-	case "":
-		return field.ErrorList{field.Required(p, "")}
-	}
-	return field.ErrorList{field.NotSupported(p, effect, taintEffects)}
+	return oneOf(effect, taintEffects, p)
 }
 
 func affinity(a *corev1.Affinity, p *field.Path) field.ErrorList {

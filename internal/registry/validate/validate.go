@@ -8,6 +8,7 @@
 package validate
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,18 @@ func Invalid(path *field.Path, value string, msgs []string) field.ErrorList {
 		errs = append(errs, field.Invalid(path, value, msg))
 	}
 	return errs
+}
+
+// oneOf checks a required value against the values upstream supports,
+// listed in the order its "supported values" message prints them.
+func oneOf[T ~string](value T, supported []T, path *field.Path) field.ErrorList {
+	switch {
+	case value == "":
+		return field.ErrorList{field.Required(path, "")}
+	case !slices.Contains(supported, value):
+		return field.ErrorList{field.NotSupported(path, value, supported)}
+	}
+	return nil
 }
 
 // DNSLabel checks an RFC 1123 label (container, port and volume names).

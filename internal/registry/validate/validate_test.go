@@ -1,7 +1,6 @@
 package validate
 
 import (
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,15 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
-)
 
-func joined(errs field.ErrorList) string {
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return strings.Join(out, "\n")
-}
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
+)
 
 func TestPullPolicyFor(t *testing.T) {
 	tests := map[string]corev1.PullPolicy{
@@ -121,7 +114,7 @@ func TestPodSpec(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := joined(PodSpec(spec(tt.mutate), pod, field.NewPath("spec"))); got != tt.want {
+			if got := registrytest.Joined(PodSpec(spec(tt.mutate), pod, field.NewPath("spec"))); got != tt.want {
 				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
 			}
 		})
@@ -138,12 +131,12 @@ func TestPodTemplateSpec(t *testing.T) {
 		}),
 	}
 	// templates allow an unset host port and a padded image
-	if got := joined(PodTemplateSpec(tmpl, field.NewPath("spec", "template"))); got != "" {
+	if got := registrytest.Joined(PodTemplateSpec(tmpl, field.NewPath("spec", "template"))); got != "" {
 		t.Errorf("got %s", got)
 	}
 	tmpl.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 		Name: "debug", Image: "busybox", ImagePullPolicy: corev1.PullAlways, TerminationMessagePolicy: corev1.TerminationMessageReadFile}}}
-	if got := joined(PodTemplateSpec(tmpl, field.NewPath("template"))); got != "template.spec.ephemeralContainers: Forbidden: ephemeral containers not allowed in pod template" {
+	if got := registrytest.Joined(PodTemplateSpec(tmpl, field.NewPath("template"))); got != "template.spec.ephemeralContainers: Forbidden: ephemeral containers not allowed in pod template" {
 		t.Errorf("got %s", got)
 	}
 }
@@ -199,7 +192,7 @@ func TestShared(t *testing.T) {
 			`spec.volumeMode: Unsupported value: "Tape": supported values: "Block", "Filesystem"`},
 	}
 	for _, tt := range tests {
-		if got := joined(tt.errs); got != tt.want {
+		if got := registrytest.Joined(tt.errs); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
 		}
 	}

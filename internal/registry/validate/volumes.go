@@ -138,12 +138,7 @@ func volumeSource(src *corev1.VolumeSource, p *field.Path, volName, podName stri
 		{Name: "gcePersistentDisk", Set: src.GCEPersistentDisk != nil},
 		{Name: "awsElasticBlockStore", Set: src.AWSElasticBlockStore != nil},
 		{Name: "secret", Set: src.Secret != nil, Check: func(p *field.Path) field.ErrorList {
-			var errs field.ErrorList
-			if src.Secret.SecretName == "" {
-				errs = append(errs, field.Required(p.Child("secretName"), ""))
-			}
-			errs = append(errs, fileMode(src.Secret.DefaultMode, p.Child("defaultMode"))...)
-			return append(errs, keysToPaths(src.Secret.Items, p.Child("items"))...)
+			return keyedVolume(src.Secret.SecretName, "secretName", src.Secret.DefaultMode, src.Secret.Items, p)
 		}},
 		{Name: "nfs", Set: src.NFS != nil, Check: func(p *field.Path) field.ErrorList { return NFS(src.NFS, p) }},
 		{Name: "iscsi", Set: src.ISCSI != nil},
@@ -170,12 +165,7 @@ func volumeSource(src *corev1.VolumeSource, p *field.Path, volName, podName stri
 		{Name: "fc", Set: src.FC != nil},
 		{Name: "flexVolume", Set: src.FlexVolume != nil},
 		{Name: "configMap", Set: src.ConfigMap != nil, Check: func(p *field.Path) field.ErrorList {
-			var errs field.ErrorList
-			if src.ConfigMap.Name == "" {
-				errs = append(errs, field.Required(p.Child("name"), ""))
-			}
-			errs = append(errs, fileMode(src.ConfigMap.DefaultMode, p.Child("defaultMode"))...)
-			return append(errs, keysToPaths(src.ConfigMap.Items, p.Child("items"))...)
+			return keyedVolume(src.ConfigMap.Name, "name", src.ConfigMap.DefaultMode, src.ConfigMap.Items, p)
 		}},
 		{Name: "azureFile", Set: src.AzureFile != nil},
 		{Name: "vsphereVolume", Set: src.VsphereVolume != nil},
@@ -248,6 +238,17 @@ func CSIDriverName(name string, p *field.Path) field.ErrorList {
 	return append(errs, Invalid(p, name, apivalidation.NameIsDNSSubdomain(strings.ToLower(name), false))...)
 }
 
+// keyedVolume checks a secret or config map volume: the object it names in
+// the field nameField, its default file mode and the keys it projects.
+func keyedVolume(name, nameField string, defaultMode *int32, items []corev1.KeyToPath, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if name == "" {
+		errs = append(errs, field.Required(p.Child(nameField), ""))
+	}
+	errs = append(errs, fileMode(defaultMode, p.Child("defaultMode"))...)
+	return append(errs, keysToPaths(items, p.Child("items"))...)
+}
+
 func keysToPaths(items []corev1.KeyToPath, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, kp := range items {
@@ -298,28 +299,27 @@ func projected(src *corev1.ProjectedVolumeSource, p *field.Path) field.ErrorList
 		}
 		paths[target] = true
 	}
+	// keyed checks a secret or config map source: the object it names and
+	// the keys it projects.
+	keyed := func(name string, items []corev1.KeyToPath, srcPath *field.Path) {
+		if name == "" {
+			errs = append(errs, field.Required(srcPath.Child("name"), ""))
+		}
+		errs = append(errs, keysToPaths(items, srcPath.Child("items"))...)
+		for _, item := range items {
+			claim(item.Path, name)
+		}
+	}
 	for i, s := range src.Sources {
 		sp := p.Child("sources").Index(i)
 		n := 0
 		if s.Secret != nil {
 			n++
-			if s.Secret.Name == "" {
-				errs = append(errs, field.Required(sp.Child("secret").Child("name"), ""))
-			}
-			errs = append(errs, keysToPaths(s.Secret.Items, sp.Child("secret").Child("items"))...)
-			for _, kp := range s.Secret.Items {
-				claim(kp.Path, s.Secret.Name)
-			}
+			keyed(s.Secret.Name, s.Secret.Items, sp.Child("secret"))
 		}
 		if s.ConfigMap != nil {
 			n++
-			if s.ConfigMap.Name == "" {
-				errs = append(errs, field.Required(sp.Child("configMap").Child("name"), ""))
-			}
-			errs = append(errs, keysToPaths(s.ConfigMap.Items, sp.Child("configMap").Child("items"))...)
-			for _, kp := range s.ConfigMap.Items {
-				claim(kp.Path, s.ConfigMap.Name)
-			}
+			keyed(s.ConfigMap.Name, s.ConfigMap.Items, sp.Child("configMap"))
 		}
 		if s.DownwardAPI != nil {
 			n++

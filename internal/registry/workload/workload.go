@@ -1,8 +1,8 @@
 // Package workload holds what the apps/v1 workload kinds (deployments,
-// replicasets, statefulsets) share: the hooks into pod-template defaulting
-// and validation, the scale subresource, the CONTAINERS/IMAGES/SELECTOR
-// table columns and the selector-and-template checks of upstream's
-// pkg/apis/apps/validation.
+// replicasets, statefulsets) share: their common discovery flags, the hooks
+// into pod-template defaulting and validation, the scale subresource, the
+// table layout with its CONTAINERS/IMAGES/SELECTOR columns, and the
+// selector-and-template checks of upstream's pkg/apis/apps/validation.
 package workload
 
 import (
@@ -72,6 +72,19 @@ func partsOf(obj runtime.Object) parts {
 	panic(fmt.Sprintf("workload: %T is not a scalable workload kind", obj))
 }
 
+// Resource completes r, the names, strategy and table of one workload kind,
+// with what every workload kind is: namespaced, listed by `kubectl get
+// all`, with a status subresource, generation tracking and the scale
+// subresource.
+func Resource(r *registry.Resource) *registry.Resource {
+	r.Categories = []string{"all"}
+	r.Namespaced = true
+	r.Status = true
+	r.Generation = true
+	r.Scale = ScaleAccess()
+	return r
+}
+
 // Replicas is spec.replicas, 0 when unset.
 func Replicas(obj runtime.Object) int32 {
 	if r := *partsOf(obj).replicas; r != nil {
@@ -98,9 +111,19 @@ func ScaleAccess() *registry.ScaleAccess {
 	}
 }
 
-// ContainerColumns are the wide CONTAINERS and IMAGES columns: the template's
+// Columns is a workload kind's table: NAME, the kind's own status columns,
+// AGE, the wide CONTAINERS and IMAGES columns, then any further wide
+// columns (SELECTOR).
+func Columns(status []registry.Column, wide ...registry.Column) []registry.Column {
+	columns := append([]registry.Column{registry.NameColumn()}, status...)
+	columns = append(columns, registry.AgeColumn())
+	columns = append(columns, containerColumns()...)
+	return append(columns, wide...)
+}
+
+// containerColumns are the wide CONTAINERS and IMAGES columns: the template's
 // container names and images, each joined with ",".
-func ContainerColumns() []registry.Column {
+func containerColumns() []registry.Column {
 	join := func(o runtime.Object, field func(corev1.Container) string) string {
 		containers := partsOf(o).template.Spec.Containers
 		out := make([]string, len(containers))
@@ -190,6 +213,12 @@ func ValidateSelectorAndTemplate(sel *metav1.LabelSelector, template *corev1.Pod
 			"activeDeadlineSeconds in "+r.DeadlineKind+" is not Supported"))
 	}
 	return errs
+}
+
+// ValidateSelectorUnchanged is the apps/v1 rule that an update never
+// changes spec.selector.
+func ValidateSelectorUnchanged(obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateImmutableField(partsOf(obj).selector, partsOf(old).selector, field.NewPath("spec", "selector"))
 }
 
 // ValidateReplicas checks that a defaulted spec.replicas is not negative.

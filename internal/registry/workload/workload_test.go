@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/internal/registry/registrytest"
 )
 
 func TestIntOrPercent(t *testing.T) {
@@ -28,11 +30,7 @@ func TestIntOrPercent(t *testing.T) {
 		{in: intstr.IntOrString{Type: 7}, errs: []string{"x: Invalid value: intstr.IntOrString{Type:7, IntVal:0, StrVal:\"\"}: must be an integer or percentage (e.g '5%%')"}},
 	}
 	for _, tt := range tests {
-		var got []string
-		for _, e := range ValidateIntOrPercent(tt.in, field.NewPath("x")) {
-			got = append(got, e.Error())
-		}
-		if !reflect.DeepEqual(got, tt.errs) {
+		if got := registrytest.Messages(ValidateIntOrPercent(tt.in, field.NewPath("x"))); !reflect.DeepEqual(got, tt.errs) {
 			t.Errorf("ValidateIntOrPercent(%v) = %q, want %q", tt.in, got, tt.errs)
 		}
 		if v := IntOrPercentValue(tt.in); v != tt.value {

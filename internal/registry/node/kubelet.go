@@ -1,0 +1,35 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// KubeletEndpointAnnotation holds host:port of a node agent's HTTPS
+// server when the API server must reach it elsewhere than at its
+// InternalIP, as for a node that runs in its own network namespace and
+// serves on the host's loopback.
+const KubeletEndpointAnnotation = "node.svcnet.io/kubelet-endpoint"
+
+// KubeletEndpoint is where the API server reaches a node's agent: the
+// annotation, else the InternalIP and the kubelet port, as upstream.
+func KubeletEndpoint(n *corev1.Node) (string, error) {
+	if ep := n.Annotations[KubeletEndpointAnnotation]; ep != "" {
+		return ep, nil
+	}
+	port := n.Status.DaemonEndpoints.KubeletEndpoint.Port
+	if port == 0 {
+		return "", fmt.Errorf("node %q reports no kubelet port", n.Name)
+	}
+	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP, corev1.NodeHostName} {
+		for _, a := range n.Status.Addresses {
+			if a.Type == t && a.Address != "" {
+				return net.JoinHostPort(a.Address, strconv.Itoa(int(port))), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("node %q reports no address", n.Name)
+}
