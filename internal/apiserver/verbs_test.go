@@ -184,3 +184,44 @@ func TestTerminatingNamespaceRefusesContent(t *testing.T) {
 		t.Fatalf("finalized namespace still there: %v", err)
 	}
 }
+
+// TestWatchListInitialEvents: a watch with sendInitialEvents streams the
+// current objects, then a bookmark marking their end, as client-go's
+// WatchList expects.
+func TestWatchListInitialEvents(t *testing.T) {
+	_, cs := newTestServer(t)
+	ctx := context.Background()
+	cms := cs.CoreV1().ConfigMaps("default")
+	for _, n := range []string{"a", "b"} {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	yes := true
+	w, err := cms.Watch(ctx, metav1.ListOptions{SendInitialEvents: &yes, AllowWatchBookmarks: true,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var got []string
+	for len(got) < 3 {
+		select {
+		case ev := <-w.ResultChan():
+			cm := ev.Object.(*corev1.ConfigMap)
+			entry := string(ev.Type) + ":" + cm.Name
+			if ev.Type == watch.Bookmark {
+				entry += cm.Annotations["k8s.io/initial-events-end"]
+				if cm.ResourceVersion == "" {
+					t.Fatal("bookmark without a resourceVersion")
+				}
+			}
+			got = append(got, entry)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events so far %v", got)
+		}
+	}
+	if fmt.Sprint(got) != "[ADDED:a ADDED:b BOOKMARK:true]" {
+		t.Fatalf("events = %v", got)
+	}
+}
