@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -25,7 +26,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(upCommand(), apiserverCommand())
+	root.AddCommand(upCommand(), apiserverCommand(), controllerManagerCommand(), nodeCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "svcnet:", err)
 		os.Exit(1)
@@ -41,6 +42,9 @@ func apiServerFlags(cmd *cobra.Command) *cluster.APIServerOptions {
 	f.StringSliceVar(&o.EtcdServers, "etcd-servers", nil, "external etcd client URLs (default: embedded etcd in the data dir)")
 	f.StringVar(&o.EtcdClientURL, "etcd-client-url", "http://127.0.0.1:2379", "client URL of the embedded etcd (for etcdctl)")
 	f.StringVar(&o.EtcdPeerURL, "etcd-peer-url", "http://127.0.0.1:2380", "peer URL of the embedded etcd")
+	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", cluster.DefaultServiceClusterIPRange, "CIDR (or two, comma-separated, one per IP family) Service cluster IPs are allocated from")
+	f.StringVar(&o.ServiceNodePortRange, "service-node-port-range", cluster.DefaultServiceNodePortRange, "port range NodePort Services are allocated from")
+	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "address listed in the kubernetes Service's endpoints (default: the bind address)")
 	return o
 }
 
@@ -69,13 +73,18 @@ func upCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	o := apiServerFlags(cmd)
+	cm := controllerManagerFlags(cmd)
+	startNode := upNodeFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		a, err := cluster.StartAPIServer(cmd.Context(), *o)
+		ctx, stop := context.WithCancel(cmd.Context())
+		defer stop()
+		a, err := cluster.StartAPIServer(ctx, *o)
 		if err != nil {
 			return err
 		}
+		nodeDone := startNode(ctx, stop, a.Kubeconfig, o.DataDir)
 		fmt.Printf("svcnet is up: API server %s\n\n  export KUBECONFIG=%s\n  kubectl get namespaces\n\n", a.URL, a.Kubeconfig)
-		return a.Wait()
+		return errors.Join(withControllers(ctx, a, *cm), <-nodeDone)
 	}
 	return cmd
 }

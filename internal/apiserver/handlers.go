@@ -31,6 +31,12 @@ func decodeQuery(r *http.Request, into runtime.Object) error {
 
 // serveResource runs one verb on a resolved resource path.
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, ri *requestInfo) {
+	if ri.subresource == "log" {
+		if err := s.servePodLog(w, r, ri); err != nil {
+			writeError(w, r, err)
+		}
+		return
+	}
 	err := subresourceAllows(ri)
 	if err == nil {
 		switch ri.verb {

@@ -31,6 +31,22 @@ import (
 // maxRetries bounds the read-modify-write loop of an unconditional update.
 const maxRetries = 16
 
+// maxExtraRetries bounds, separately, the retries of writes whose
+// registry.Writer conditions failed: the Service allocation bitmaps are
+// shared by every Service write, so API servers on one etcd contend for
+// them far more often than for any one object.
+const maxExtraRetries = 200
+
+// retryExtra reports whether err is a failed Writer condition that may be
+// retried, counting it in n.
+func retryExtra(err error, n *int) bool {
+	if !errors.Is(err, storage.ErrExtraFailed) || *n >= maxExtraRetries {
+		return false
+	}
+	*n++
+	return true
+}
+
 // writeOptions are the query parameters shared by every write.
 type writeOptions struct {
 	dryRun  bool
@@ -109,8 +125,13 @@ func (s *Server) checkNamespace(ctx context.Context, res *registry.Resource, ns,
 	}
 	a, _ := meta.Accessor(obj)
 	if a.GetDeletionTimestamp() != nil {
-		return apierrors.NewForbidden(res.GroupResource(), name,
-			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+		msg := fmt.Sprintf("unable to create new content in namespace %s because it is being terminated", ns)
+		err := apierrors.NewForbidden(res.GroupResource(), name, errors.New(msg))
+		// As upstream's NamespaceLifecycle admission: controllers drop
+		// their work on this cause.
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes,
+			metav1.StatusCause{Type: corev1.NamespaceTerminatingCause, Message: msg, Field: "metadata.namespace"})
+		return err
 	}
 	return nil
 }
@@ -166,6 +187,7 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 	res.Strategy.Default(obj)
 	res.Strategy.PrepareForCreate(obj)
 	generated := a.GetName() == "" && a.GetGenerateName() != ""
+	extraRetries := 0
 	for attempt := 0; ; attempt++ {
 		if generated {
 			a.SetName(a.GetGenerateName() + utilrand.String(5))
@@ -173,25 +195,27 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 		if err := s.validateCreate(res, obj); err != nil {
 			return nil, err
 		}
-		next := obj
+		// The Writer fills allocated values into a copy, so that a retry
+		// starts again from the request.
+		next := obj.DeepCopyObject()
 		if !o.applied {
 			empty, err := registry.Scheme.New(res.Kind)
 			if err != nil {
 				return nil, apierrors.NewInternalError(err)
 			}
-			next = s.fields.update(res, "", empty, obj, o.manager)
-		} else {
-			next = obj.DeepCopyObject()
+			next = s.fields.update(res, "", empty, next, o.manager)
 		}
-		extra, err := prepareWrite(ctx, res, next, nil, o.dryRun)
+		extra, done, err := prepareWrite(ctx, res, next, nil, o.dryRun)
 		if err != nil {
 			return nil, err
 		}
 		if o.dryRun {
+			done(nil)
 			return next, nil
 		}
 		out, err := s.store.Create(ctx, key(res, a.GetNamespace(), a.GetName()), next, extra)
-		if attempt < maxRetries && ((errors.Is(err, storage.ErrExists) && generated) || errors.Is(err, storage.ErrExtraFailed)) {
+		done(err)
+		if retryExtra(err, &extraRetries) || (attempt < maxRetries && errors.Is(err, storage.ErrExists) && generated) {
 			continue
 		}
 		if err != nil {
@@ -201,11 +225,12 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 	}
 }
 
-// prepareWrite runs the kind's registry.Writer hook, if it has one.
-func prepareWrite(ctx context.Context, res *registry.Resource, obj, old runtime.Object, dryRun bool) (storage.Extra, error) {
+// prepareWrite runs the kind's registry.Writer hook, if it has one. done is
+// to be called with the write's outcome.
+func prepareWrite(ctx context.Context, res *registry.Resource, obj, old runtime.Object, dryRun bool) (extra storage.Extra, done func(error), err error) {
 	w, ok := res.Strategy.(registry.Writer)
 	if !ok {
-		return storage.Extra{}, nil
+		return storage.Extra{}, func(error) {}, nil
 	}
 	return w.PrepareWrite(ctx, obj, old, dryRun)
 }
@@ -220,6 +245,7 @@ type mutateFunc func(cur runtime.Object) (runtime.Object, error)
 // one, the write retries on concurrent changes.
 func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, sub string, o writeOptions,
 	allowCreate bool, mutate mutateFunc) (obj runtime.Object, created bool, err error) {
+	extraRetries := 0
 	for attempt := 0; attempt < maxRetries; attempt++ {
 		cur, err := s.store.Get(ctx, key(res, ns, name))
 		if errors.Is(err, storage.ErrNotFound) {
@@ -256,15 +282,21 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 			return cur, false, nil
 		}
 		if finalized(next) {
-			extra, err := prepareWrite(ctx, res, nil, cur, o.dryRun)
+			extra, done, err := prepareWrite(ctx, res, nil, cur, o.dryRun)
 			if err != nil {
 				return nil, false, err
 			}
 			if o.dryRun {
+				done(nil)
 				return next, false, nil
 			}
 			out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), extra)
-			if (errors.Is(err, storage.ErrConflict) && !conditional) || errors.Is(err, storage.ErrExtraFailed) {
+			done(err)
+			if retryExtra(err, &extraRetries) {
+				attempt-- // contention on the Writer's state, not on the object
+				continue
+			}
+			if errors.Is(err, storage.ErrConflict) && !conditional {
 				continue
 			}
 			if err != nil {
@@ -272,15 +304,21 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 			}
 			return out, false, nil
 		}
-		extra, err := prepareWrite(ctx, res, next, cur, o.dryRun)
+		extra, done, err := prepareWrite(ctx, res, next, cur, o.dryRun)
 		if err != nil {
 			return nil, false, err
 		}
 		if o.dryRun {
+			done(nil)
 			return next, false, nil
 		}
 		out, err := s.store.Update(ctx, key(res, ns, name), next, rvOf(cur), extra)
-		if ((errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound)) && !conditional) || errors.Is(err, storage.ErrExtraFailed) {
+		done(err)
+		if retryExtra(err, &extraRetries) {
+			attempt-- // contention on the Writer's state, not on the object
+			continue
+		}
+		if (errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound)) && !conditional {
 			continue
 		}
 		if err != nil {
@@ -395,6 +433,7 @@ func pendingNamespace(obj runtime.Object) bool {
 // propagation policy and the kind's graceful deletion. deleted is false when
 // the object was only marked for deletion.
 func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name string, opts *metav1.DeleteOptions, dryRun bool) (obj runtime.Object, deleted bool, err error) {
+	extraRetries := 0
 	for attempt := 0; attempt < maxRetries; attempt++ {
 		cur, err := s.get(ctx, res, ns, name)
 		if err != nil {
@@ -453,15 +492,21 @@ func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name st
 			}
 			return out, false, nil
 		}
-		extra, err := prepareWrite(ctx, res, nil, cur, dryRun)
+		extra, done, err := prepareWrite(ctx, res, nil, cur, dryRun)
 		if err != nil {
 			return nil, false, err
 		}
 		if dryRun {
+			done(nil)
 			return cur, true, nil
 		}
 		out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), extra)
-		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrExtraFailed) {
+		done(err)
+		if retryExtra(err, &extraRetries) {
+			attempt-- // contention on the Writer's state, not on the object
+			continue
+		}
+		if errors.Is(err, storage.ErrConflict) {
 			continue
 		}
 		if err != nil {

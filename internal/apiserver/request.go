@@ -79,6 +79,8 @@ func (s *Server) hasSubresource(res *registry.Resource, sub string) bool {
 		return res.Scale != nil
 	case "finalize":
 		return res.Resource == "namespaces"
+	case "log":
+		return res.Resource == "pods" && res.Kind.Group == ""
 	}
 	return false
 }

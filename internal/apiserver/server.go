@@ -37,6 +37,8 @@ type Config struct {
 	// OpenAPI serves /openapi/v2 and /openapi/v3...; nil answers 404.
 	OpenAPI http.Handler
 	Version version.Info
+	// KubeletTLS holds the client certificate for node agents (pods/log).
+	KubeletTLS *tls.Config
 }
 
 // Server is the API server's HTTP handler and write path.
@@ -49,6 +51,7 @@ type Server struct {
 	version    version.Info
 	metrics    *metrics
 	discovery  *discovery
+	kubelet    *http.Client
 }
 
 // New builds a Server. The resource set must include namespaces.
@@ -65,6 +68,7 @@ func New(c Config) (*Server, error) {
 		openapi:    c.OpenAPI,
 		version:    c.Version,
 		metrics:    newMetrics(),
+		kubelet:    newKubeletClient(c.KubeletTLS),
 	}
 	s.discovery = newDiscovery(c.Resources)
 	return s, nil

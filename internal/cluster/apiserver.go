@@ -9,17 +9,23 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/apiserver"
+	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/all"
@@ -40,7 +46,21 @@ type APIServerOptions struct {
 	EtcdServers []string
 	// EtcdClientURL and EtcdPeerURL place the embedded member.
 	EtcdClientURL, EtcdPeerURL string
+	// ServiceClusterIPRange is one CIDR, or two of different families for
+	// dual-stack (default 10.96.0.0/12); ServiceNodePortRange is a port
+	// range (default 30000-32767).
+	ServiceClusterIPRange, ServiceNodePortRange string
+	// AdvertiseAddress is the address listed in the kubernetes Service's
+	// endpoints; empty means the bind address, or the host's default
+	// interface address when binding to all.
+	AdvertiseAddress string
 }
+
+// Defaults of the Service ranges.
+const (
+	DefaultServiceClusterIPRange = "10.96.0.0/12"
+	DefaultServiceNodePortRange  = "30000-32767"
+)
 
 // DefaultDataDir is /var/lib/svcnet for root, else ~/.svcnet.
 func DefaultDataDir() string {
@@ -71,6 +91,28 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	if o.BindAddress == "" {
 		o.BindAddress = "127.0.0.1:6443"
 	}
+	if o.ServiceClusterIPRange == "" {
+		o.ServiceClusterIPRange = DefaultServiceClusterIPRange
+	}
+	if o.ServiceNodePortRange == "" {
+		o.ServiceNodePortRange = DefaultServiceNodePortRange
+	}
+	ranges, err := allocator.ParseConfig(o.ServiceClusterIPRange, o.ServiceNodePortRange)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := net.SplitHostPort(o.BindAddress)
+	if err != nil {
+		return nil, fmt.Errorf("bind address %q: %w", o.BindAddress, err)
+	}
+	advertise, err := advertiseAddress(o.AdvertiseAddress, host)
+	if err != nil {
+		return nil, err
+	}
+	portNum, err := strconv.ParseInt(port, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("bind address %q: %w", o.BindAddress, err)
+	}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -93,8 +135,9 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	}
 	a.client = cli
 	store := storage.New(cli, registry.JSONCodec{})
+	alloc := allocator.NewStore(cli, ranges)
 
-	set, err := all.Set()
+	set, err := all.Set(alloc)
 	if err != nil {
 		a.stopStorage()
 		return nil, err
@@ -104,8 +147,13 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		a.stopStorage()
 		return nil, err
 	}
+	kubeletTLS, err := KubeletClientTLS(o.DataDir)
+	if err != nil {
+		a.stopStorage()
+		return nil, err
+	}
 	srv, err := apiserver.New(apiserver.Config{
-		Store: store, Resources: set, OpenAPI: oapi,
+		Store: store, Resources: set, OpenAPI: oapi, KubeletTLS: kubeletTLS,
 		Version: version.Info{Major: "1", Minor: minorOf(KubernetesVersion), GitVersion: KubernetesVersion,
 			GitTreeState: "clean", GoVersion: runtime.Version(), Compiler: runtime.Compiler,
 			Platform: runtime.GOOS + "/" + runtime.GOARCH},
@@ -114,20 +162,23 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		a.stopStorage()
 		return nil, err
 	}
-	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = srv.Bootstrap(bctx)
+	loopback, err := kubernetes.NewForConfig(srv.LoopbackConfig())
+	if err != nil {
+		a.stopStorage()
+		return nil, fmt.Errorf("loopback client: %w", err)
+	}
+	repair := &controlplane.Repair{Store: store, Alloc: alloc, Events: loopback.CoreV1()}
+	kubeSvc := &controlplane.KubernetesService{Client: loopback, Store: store, Etcd: cli,
+		ServiceIP: ranges.ServiceCIDRs[0].First(), Address: advertise, Port: int32(portNum)}
+	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = bootstrap(bctx, srv, repair, kubeSvc)
 	cancel()
 	if err != nil {
 		a.stopStorage()
 		return nil, err
 	}
 
-	host, port, err := net.SplitHostPort(o.BindAddress)
-	if err != nil {
-		a.stopStorage()
-		return nil, fmt.Errorf("bind address %q: %w", o.BindAddress, err)
-	}
-	tlsConfig, err := a.certificates(o.DataDir, host, port)
+	tlsConfig, err := a.certificates(o.DataDir, host, port, ranges.ServiceCIDRs[0].First())
 	if err != nil {
 		a.stopStorage()
 		return nil, err
@@ -142,13 +193,58 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		go func() {
 			store.RunCompactor(compactCtx, 5*time.Minute)
 		}()
+		go repair.Run(compactCtx, repairInterval)
+		endpointsDone := make(chan struct{})
+		go func() {
+			kubeSvc.Run(ctx)
+			close(endpointsDone)
+		}()
 		err := srv.Serve(ctx, ln, tlsConfig)
 		stop()
+		<-endpointsDone // it leaves the endpoints through etcd
 		a.stopStorage()
 		a.done <- err
 	}()
 	slog.Info("API server serving", "url", a.URL, "etcd", strings.Join(endpoints, ","))
 	return a, nil
+}
+
+// repairInterval is how often the Service allocation bitmaps are checked
+// against the Services after the repair at start (upstream: 3 minutes).
+const repairInterval = 3 * time.Minute
+
+// bootstrap prepares the store before the API is served: the initial
+// namespaces, the allocation bitmaps repaired from the stored Services, and
+// the kubernetes Service with this API server in its endpoints.
+func bootstrap(ctx context.Context, srv *apiserver.Server, repair *controlplane.Repair, kubeSvc *controlplane.KubernetesService) error {
+	if err := srv.Bootstrap(ctx); err != nil {
+		return err
+	}
+	if err := repair.RunOnce(ctx); err != nil {
+		return err
+	}
+	return kubeSvc.Start(ctx)
+}
+
+// advertiseAddress is the flag's address, else the bind host, else (when
+// binding to all addresses) the host's default interface address.
+func advertiseAddress(flag, bindHost string) (netip.Addr, error) {
+	if flag != "" {
+		a, err := netip.ParseAddr(flag)
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("advertise address %q: %w", flag, err)
+		}
+		return a, nil
+	}
+	if a, err := netip.ParseAddr(bindHost); err == nil && !a.IsUnspecified() {
+		return a, nil
+	}
+	ip, err := utilnet.ChooseHostInterface()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("choose an address to advertise (set --advertise-address): %w", err)
+	}
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap(), nil
 }
 
 // Wait blocks until the server and its storage have stopped.
@@ -173,13 +269,13 @@ func minorOf(v string) string {
 
 // certificates loads or creates the CA, serving and admin certificates,
 // writes the admin kubeconfig, and returns the server's TLS config.
-func (a *APIServer) certificates(dataDir, host, port string) (*tls.Config, error) {
+func (a *APIServer) certificates(dataDir, host, port string, serviceIP netip.Addr) (*tls.Config, error) {
 	dir := filepath.Join(dataDir, "pki")
 	ca, err := pki.LoadOrCreateCA(dir)
 	if err != nil {
 		return nil, err
 	}
-	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), net.ParseIP("10.96.0.1")}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), serviceIP.AsSlice()}
 	names := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
 		ips = append(ips, ip)

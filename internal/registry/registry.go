@@ -183,6 +183,8 @@ type Writer interface {
 	// returns the conditions and operations that must commit in the same
 	// etcd transaction as the object. When one of those conditions fails
 	// the whole write starts again from a fresh read. With dryRun nothing
-	// will be committed.
-	PrepareWrite(ctx context.Context, obj, old runtime.Object, dryRun bool) (storage.Extra, error)
+	// will be committed. Unless it fails, it returns done, which the API
+	// server calls with the outcome of the write (nil once committed), or
+	// with nil at once for a dry run.
+	PrepareWrite(ctx context.Context, obj, old runtime.Object, dryRun bool) (extra storage.Extra, done func(error), err error)
 }

@@ -54,6 +54,8 @@ type cluster struct {
 	cacheDir   string
 	cmd        *exec.Cmd
 	log        *bytes.Buffer
+	// extraArgs are more flags for `svcnet up` (a node's, for example).
+	extraArgs []string
 }
 
 // freePort returns a loopback port nobody listens on now.
@@ -67,9 +69,9 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startCluster starts `svcnet up` on a new data dir and waits until it
-// answers; it is stopped when the test ends.
-func startCluster(t *testing.T) *cluster {
+// startCluster starts `svcnet up` (with extraArgs) on a new data dir and
+// waits until it answers; it is stopped when the test ends.
+func startCluster(t *testing.T, extraArgs ...string) *cluster {
 	t.Helper()
 	if _, err := os.Stat(kubectlPath); err != nil {
 		t.Fatalf("kubectl not found at %s: %v", kubectlPath, err)
@@ -81,6 +83,8 @@ func startCluster(t *testing.T) *cluster {
 		apiAddr:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		etcdClient: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
 		etcdPeer:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+		// The controller manager's metrics get a free port too.
+		extraArgs: append([]string{"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, extraArgs...),
 	}
 	c.start()
 	t.Cleanup(c.stop)
@@ -90,8 +94,9 @@ func startCluster(t *testing.T) *cluster {
 func (c *cluster) start() {
 	c.t.Helper()
 	c.log = &bytes.Buffer{}
-	c.cmd = exec.Command(binary, "up", "--data-dir", c.dataDir, "--bind-address", c.apiAddr,
-		"--etcd-client-url", c.etcdClient, "--etcd-peer-url", c.etcdPeer)
+	args := append([]string{"up", "--data-dir", c.dataDir, "--bind-address", c.apiAddr,
+		"--etcd-client-url", c.etcdClient, "--etcd-peer-url", c.etcdPeer}, c.extraArgs...)
+	c.cmd = exec.Command(binary, args...)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	// Should the test binary die (a timeout panic skips cleanups), the
 	// cluster dies with it.

@@ -79,15 +79,22 @@ func freeURL() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// Run starts an API server on embedded etcd in a temporary dir and measures.
-func Run(ctx context.Context, o Options) (*Result, error) {
+// server is an API server on embedded etcd in a temporary dir, with an
+// unthrottled client.
+type server struct {
+	cs         kubernetes.Interface
+	etcdClient string // host:port
+	stop       func()
+}
+
+func startServer(ctx context.Context) (*server, error) {
 	dir, err := os.MkdirTemp("", "svcnet-bench")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
 	api, etcdClient, etcdPeer, err := freeAddrs()
 	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	sctx, stop := context.WithCancel(ctx)
@@ -96,19 +103,30 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	})
 	if err != nil {
 		stop()
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	defer func() { stop(); _ = srv.Wait() }()
-
+	s := &server{etcdClient: etcdClient, stop: func() { stop(); _ = srv.Wait(); os.RemoveAll(dir) }}
 	cfg, err := clientcmd.BuildConfigFromFlags("", srv.Kubeconfig)
+	if err == nil {
+		cfg.QPS, cfg.Burst = 1e6, 1e6
+		s.cs, err = kubernetes.NewForConfig(cfg)
+	}
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run starts an API server on embedded etcd in a temporary dir and measures.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	srv, err := startServer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cfg.QPS, cfg.Burst = 1e6, 1e6
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
+	defer srv.stop()
+	cs, etcdClient := srv.cs, srv.etcdClient
 	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdClient}, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, err

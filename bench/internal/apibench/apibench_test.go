@@ -33,3 +33,22 @@ func TestRunSmall(t *testing.T) {
 		t.Errorf("printed result lacks the ratio column:\n%s", buf.String())
 	}
 }
+
+// TestRunServicesSmall keeps the Service benchmark working; the figures
+// come from `go run ./bench/services`.
+func TestRunServicesSmall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := RunServices(ctx, Options{N: 100, Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Services) != 2 || res.ConfigMaps.Rate() <= 0 {
+		t.Fatalf("got %+v", res)
+	}
+	var buf bytes.Buffer
+	res.Print(&buf)
+	if !strings.Contains(buf.String(), "ratio") || !strings.Contains(buf.String(), "svc-nodeport") {
+		t.Errorf("printed result:\n%s", buf.String())
+	}
+}

@@ -2,14 +2,18 @@
 // from this set.
 package all
 
-import "github.com/svcnet/svcnet/internal/registry"
+import (
+	"github.com/svcnet/svcnet/internal/allocator"
+	"github.com/svcnet/svcnet/internal/registry"
+)
 
-// Resources returns fresh descriptors of every served resource.
-func Resources() []*registry.Resource {
-	return append(core(), groups()...)
+// Resources returns fresh descriptors of every served resource; Services
+// are allocated from the ranges of services.
+func Resources(services *allocator.Store) []*registry.Resource {
+	return append(core(services), groups()...)
 }
 
 // Set indexes Resources for the API server.
-func Set() (*registry.Set, error) {
-	return registry.NewSet(Resources()...)
+func Set(services *allocator.Store) (*registry.Set, error) {
+	return registry.NewSet(Resources(services)...)
 }

@@ -3,6 +3,7 @@ package all
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/configmap"
 	"github.com/svcnet/svcnet/internal/registry/endpoints"
@@ -27,7 +28,7 @@ func init() {
 }
 
 // core returns the served resources of the core group (/api/v1).
-func core() []*registry.Resource {
+func core(services *allocator.Store) []*registry.Resource {
 	return []*registry.Resource{
 		configmap.Resource(),
 		endpoints.Resource(),
@@ -38,7 +39,7 @@ func core() []*registry.Resource {
 		persistentvolumeclaim.Resource(),
 		pod.Resource(),
 		secret.Resource(),
-		service.Resource(),
+		service.Resource(services),
 		serviceaccount.Resource(),
 	}
 }

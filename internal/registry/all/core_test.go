@@ -7,12 +7,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/workload"
 )
 
 func TestCoreDiscovery(t *testing.T) {
-	set, err := registry.NewSet(core()...)
+	cfg, err := allocator.ParseConfig("10.96.0.0/12", "30000-32767")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := registry.NewSet(core(allocator.NewStore(nil, cfg))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
-// Package service is the Service strategy: upstream's defaults, the basic
-// validation (ports, type, affinity, traffic policies) with upstream's
-// messages, and the columns of `kubectl get services`. Cluster IP and node
-// port allocation, and the validation tied to them, are not done here.
+// Package service is the Service strategy: upstream's defaults and
+// validation with upstream's messages, IP family defaulting from the
+// cluster's service CIDRs, cluster IP and node port allocation committed
+// with each write (see alloc.go), and the columns of `kubectl get services`.
 package service
 
 import (
@@ -19,11 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/registry"
 )
 
-// Resource describes services.
-func Resource() *registry.Resource {
+// Resource describes services, allocated from the ranges of store.
+func Resource(store *allocator.Store) *registry.Resource {
 	return &registry.Resource{
 		Kind:                corev1.SchemeGroupVersion.WithKind("Service"),
 		Resource:            "services",
@@ -34,7 +35,7 @@ func Resource() *registry.Resource {
 		NameValidation:      apivalidation.NameIsDNS1035Label,
 		Status:              true,
 		ReturnDeletedObject: true,
-		Strategy:            strategy{},
+		Strategy:            strategy{cfg: store.Config(), store: store},
 		Columns:             columns(),
 		Fields: func(obj runtime.Object) fields.Set {
 			svc := obj.(*corev1.Service)
@@ -43,7 +44,11 @@ func Resource() *registry.Resource {
 	}
 }
 
-type strategy struct{ registry.Base }
+type strategy struct {
+	registry.Base
+	cfg   *allocator.Config
+	store *allocator.Store
+}
 
 // Default is upstream's SetDefaults_Service.
 func (strategy) Default(obj runtime.Object) {
@@ -94,26 +99,59 @@ func (strategy) Default(obj runtime.Object) {
 	}
 }
 
-// PrepareForCreate mirrors a single clusterIP into clusterIPs, as upstream's
-// registry does before it allocates.
-func (strategy) PrepareForCreate(obj runtime.Object) {
-	spec := &obj.(*corev1.Service).Spec
-	if spec.ClusterIP != "" && len(spec.ClusterIPs) == 0 {
-		spec.ClusterIPs = []string{spec.ClusterIP}
-	}
+// PrepareForCreate mirrors a single clusterIP into clusterIPs and defaults
+// the IP families, as upstream's registry does before it allocates.
+func (s strategy) PrepareForCreate(obj runtime.Object) {
+	svc := obj.(*corev1.Service)
+	normalizeClusterIPs(svc, nil)
+	s.defaultIPFamilies(svc, nil)
+	dropExternalNameTrafficPolicy(svc)
 }
 
-func (strategy) Validate(obj runtime.Object) field.ErrorList {
-	return validateService(obj.(*corev1.Service))
-}
-
-func (strategy) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
+// PrepareForUpdate refills allocated values the client left out, defaults
+// the IP families, and clears what a type change made moot.
+func (s strategy) PrepareForUpdate(obj, old runtime.Object) {
 	svc, prev := obj.(*corev1.Service), old.(*corev1.Service)
-	var errs field.ErrorList
-	if needsHealthCheck(prev) && needsHealthCheck(svc) && svc.Spec.HealthCheckNodePort != prev.Spec.HealthCheckNodePort {
-		errs = append(errs, field.Forbidden(field.NewPath("spec", "healthCheckNodePort"), "field is immutable"))
+	patchAllocatedValues(svc, prev)
+	normalizeClusterIPs(svc, prev)
+	s.defaultIPFamilies(svc, prev)
+	dropTypeDependentFields(svc, prev)
+	dropExternalNameTrafficPolicy(svc)
+}
+
+// defaultIPFamilies applies initIPFamilies unless it finds errors, which
+// validation reports by running it again on the untouched request.
+func (s strategy) defaultIPFamilies(svc, old *corev1.Service) {
+	c := svc.DeepCopy()
+	if len(initIPFamilies(s.cfg, c, old)) == 0 {
+		svc.Spec = c.Spec
 	}
-	return append(errs, validateService(svc)...)
+}
+
+// dropExternalNameTrafficPolicy: upstream keeps a stored
+// internalTrafficPolicy on an ExternalName Service but never shows it.
+func dropExternalNameTrafficPolicy(svc *corev1.Service) {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		svc.Spec.InternalTrafficPolicy = nil
+	}
+}
+
+// Validate reports, like upstream, the IP family errors alone when there
+// are any (they stop a request before its other fields are looked at).
+func (s strategy) Validate(obj runtime.Object) field.ErrorList {
+	svc := obj.(*corev1.Service)
+	if errs := initIPFamilies(s.cfg, svc.DeepCopy(), nil); len(errs) > 0 {
+		return errs
+	}
+	return validateService(svc)
+}
+
+func (s strategy) ValidateUpdate(obj, old runtime.Object) field.ErrorList {
+	svc, prev := obj.(*corev1.Service), old.(*corev1.Service)
+	if errs := initIPFamilies(s.cfg, svc.DeepCopy(), prev); len(errs) > 0 {
+		return errs
+	}
+	return append(validateUpdate(svc, prev), validateService(svc)...)
 }
 
 // externallyAccessible: load balancers, node ports, and cluster IPs with

@@ -8,7 +8,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/allocator"
 )
+
+// single and dual are strategies of a single-stack and a dual-stack
+// cluster.
+var (
+	single = testStrategy("10.96.0.0/12")
+	dual   = testStrategy("10.96.0.0/12,fd00:10:96::/112")
+)
+
+func testStrategy(cidrs string) strategy {
+	cfg, err := allocator.ParseConfig(cidrs, "30000-32767")
+	if err != nil {
+		panic(err)
+	}
+	return strategy{cfg: cfg}
+}
 
 func newService(mutate func(*corev1.Service)) *corev1.Service {
 	s := &corev1.Service{
@@ -26,7 +43,7 @@ func newService(mutate func(*corev1.Service)) *corev1.Service {
 }
 
 func defaulted(s *corev1.Service) *corev1.Service {
-	st := strategy{}
+	st := single
 	st.Default(s)
 	st.PrepareForCreate(s)
 	return s
@@ -72,7 +89,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("clusterIPs = %v, want [None]", headless.Spec.ClusterIPs)
 	}
 	for _, s := range []*corev1.Service{plain, lb, ext, headless} {
-		if errs := (strategy{}).Validate(s); len(errs) != 0 {
+		if errs := single.Validate(s); len(errs) != 0 {
 			t.Errorf("defaulted %s service does not validate: %v", s.Spec.Type, errs)
 		}
 	}
@@ -127,7 +144,7 @@ func TestValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, e := range (strategy{}).Validate(defaulted(newService(tt.mutate))) {
+			for _, e := range single.Validate(defaulted(newService(tt.mutate))) {
 				got = append(got, e.Error())
 			}
 			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
@@ -145,7 +162,7 @@ func TestHealthCheckNodePortImmutable(t *testing.T) {
 	}))
 	updated := old.DeepCopy()
 	updated.Spec.HealthCheckNodePort = 31001
-	errs := (strategy{}).ValidateUpdate(updated, old)
+	errs := single.ValidateUpdate(updated, old)
 	if len(errs) != 1 || errs[0].Error() != "spec.healthCheckNodePort: Forbidden: field is immutable" {
 		t.Fatalf("got %v", errs)
 	}

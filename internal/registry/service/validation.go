@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	netutils "k8s.io/utils/net"
 
 	"github.com/svcnet/svcnet/internal/registry/validate"
 )
@@ -48,8 +50,9 @@ func isHeadless(svc *corev1.Service) bool {
 	return len(svc.Spec.ClusterIPs) == 1 && svc.Spec.ClusterIPs[0] == corev1.ClusterIPNone
 }
 
-// validateService follows upstream's ValidateService in order, leaving out
-// the cluster IP and IP family rules that belong with allocation.
+// validateService follows upstream's ValidateService in order. A zero
+// healthCheckNodePort is accepted where one is needed: the write allocates
+// it, as upstream allocates before it validates.
 func validateService(svc *corev1.Service) field.ErrorList {
 	var errs field.ErrorList
 	spec := &svc.Spec
@@ -94,6 +97,7 @@ func validateService(svc *corev1.Service) field.ErrorList {
 		errs = append(errs, metavalidation.ValidateLabels(spec.Selector, specPath.Child("selector"))...)
 	}
 	errs = append(errs, sessionAffinity(spec, specPath)...)
+	errs = append(errs, validateClusterIPsRelated(svc)...)
 	for i, ip := range spec.ExternalIPs {
 		p := specPath.Child("externalIPs").Index(i)
 		if e := validate.IP(ip, p); len(e) != 0 {
@@ -263,9 +267,7 @@ func trafficPolicy(svc *corev1.Service, specPath *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(hc, spec.HealthCheckNodePort,
 				"may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"))
 		}
-	} else if spec.HealthCheckNodePort == 0 {
-		errs = append(errs, field.Required(hc, ""))
-	} else {
+	} else if spec.HealthCheckNodePort != 0 {
 		errs = append(errs, validate.PortNumber(spec.HealthCheckNodePort, hc)...)
 	}
 	itp := specPath.Child("internalTrafficPolicy")
@@ -276,6 +278,174 @@ func trafficPolicy(svc *corev1.Service, specPath *field.Path) field.ErrorList {
 		}
 	} else if p := *spec.InternalTrafficPolicy; p != corev1.ServiceInternalTrafficPolicyCluster && p != corev1.ServiceInternalTrafficPolicyLocal {
 		errs = append(errs, field.NotSupported(itp, p, internalPolicies))
+	}
+	return errs
+}
+
+var (
+	ipFamilies       = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	ipFamilyPolicies = []corev1.IPFamilyPolicy{corev1.IPFamilyPolicyPreferDualStack, corev1.IPFamilyPolicyRequireDualStack,
+		corev1.IPFamilyPolicySingleStack}
+)
+
+// validateClusterIPsRelated is upstream's
+// ValidateServiceClusterIPsRelatedFields: clusterIP, clusterIPs,
+// ipFamilies and ipFamilyPolicy on their own and against each other.
+func validateClusterIPsRelated(svc *corev1.Service) field.ErrorList {
+	spec := &svc.Spec
+	if spec.Type == corev1.ServiceTypeExternalName {
+		return nil
+	}
+	var errs field.ErrorList
+	ipsPath := field.NewPath("spec", "clusterIPs")
+	if spec.ClusterIP != "" {
+		if len(spec.ClusterIPs) == 0 {
+			errs = append(errs, field.Required(ipsPath, ""))
+		} else if spec.ClusterIPs[0] != spec.ClusterIP {
+			errs = append(errs, field.Invalid(ipsPath, spec.ClusterIPs, "first value must match `clusterIP`"))
+		}
+	} else if len(spec.ClusterIPs) != 0 {
+		errs = append(errs, field.Invalid(ipsPath, spec.ClusterIPs, "must be empty when `clusterIP` is not specified"))
+	}
+	famPath := field.NewPath("spec", "ipFamilies")
+	seen := map[corev1.IPFamily]bool{}
+	for i, f := range spec.IPFamilies {
+		if f != corev1.IPv4Protocol && f != corev1.IPv6Protocol {
+			errs = append(errs, field.NotSupported(famPath.Index(i), f, ipFamilies))
+		}
+		if seen[f] {
+			errs = append(errs, field.Duplicate(famPath.Index(i), f))
+		}
+		seen[f] = true
+	}
+	if p := spec.IPFamilyPolicy; p != nil && !slices.Contains(ipFamilyPolicies, *p) {
+		errs = append(errs, field.NotSupported(field.NewPath("spec", "ipFamilyPolicy"), p, ipFamilyPolicies))
+	}
+	badIPs := false
+	for i, ip := range spec.ClusterIPs {
+		if i == 0 && ip == corev1.ClusterIPNone {
+			if len(spec.ClusterIPs) > 1 {
+				badIPs = true
+				errs = append(errs, field.Invalid(ipsPath, spec.ClusterIPs, "'None' must be the first and only value"))
+			}
+			continue
+		}
+		if e := validate.IP(ip, ipsPath.Index(i)); len(e) > 0 {
+			badIPs = true
+			errs = append(errs, e...)
+		}
+	}
+	if len(spec.ClusterIPs) > 2 {
+		errs = append(errs, field.Invalid(ipsPath, spec.ClusterIPs, "may only hold up to 2 values"))
+	}
+	// Further checks on bad addresses would only repeat the problem.
+	if badIPs {
+		return errs
+	}
+	if len(spec.ClusterIPs) > 1 {
+		if dual, err := netutils.IsDualStackIPStrings(spec.ClusterIPs); err != nil {
+			errs = append(errs, field.InternalError(ipsPath, fmt.Errorf("failed to check for dual stack with error:%v", err)))
+		} else if !dual {
+			errs = append(errs, field.Invalid(ipsPath, spec.ClusterIPs, "may specify no more than one IP for each IP family"))
+		}
+	}
+	if !isHeadless(svc) {
+		for i, ip := range spec.ClusterIPs {
+			if i >= len(spec.IPFamilies) {
+				break
+			}
+			v6 := netutils.IsIPv6String(ip)
+			if spec.IPFamilies[i] == corev1.IPv4Protocol && v6 {
+				errs = append(errs, field.Invalid(ipsPath.Index(i), ip, fmt.Sprintf("expected an IPv4 value as indicated by `ipFamilies[%d]`", i)))
+			}
+			if spec.IPFamilies[i] == corev1.IPv6Protocol && !v6 {
+				errs = append(errs, field.Invalid(ipsPath.Index(i), ip, fmt.Sprintf("expected an IPv6 value as indicated by `ipFamilies[%d]`", i)))
+			}
+		}
+	}
+	return errs
+}
+
+// validateUpdate holds upstream's update-only Service rules: allocated
+// cluster IPs and families change only by adding or releasing the
+// secondary, loadBalancerClass and healthCheckNodePort are immutable.
+func validateUpdate(svc, old *corev1.Service) field.ErrorList {
+	errs := clusterIPsUpdate(svc, old)
+	errs = append(errs, ipFamiliesUpdate(svc, old)...)
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && old.Spec.Type == corev1.ServiceTypeLoadBalancer && !sameLoadBalancerClass(svc, old) {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "loadBalancerClass"), svc.Spec.LoadBalancerClass, "may not change once set"))
+	}
+	if needsHealthCheck(old) && needsHealthCheck(svc) && svc.Spec.HealthCheckNodePort != old.Spec.HealthCheckNodePort {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "healthCheckNodePort"), "field is immutable"))
+	}
+	return errs
+}
+
+func clusterIPsUpdate(svc, old *corev1.Service) field.ErrorList {
+	if !needsClusterIP(svc) || !needsClusterIP(old) || (isHeadless(svc) && isHeadless(old)) {
+		return nil
+	}
+	var errs field.ErrorList
+	p := field.NewPath("spec", "clusterIPs")
+	ips, was := svc.Spec.ClusterIPs, old.Spec.ClusterIPs
+	const changed = "may not change once set"
+	switch {
+	case len(was) == len(ips):
+		for i := range was {
+			if was[i] != ips[i] {
+				errs = append(errs, field.Invalid(p.Index(i), ips, changed))
+			}
+		}
+	case len(was) > len(ips):
+		if len(ips) == 0 {
+			errs = append(errs, field.Invalid(p.Index(0), ips, "primary clusterIP can not be unset"))
+		} else if ips[0] != was[0] {
+			errs = append(errs, field.Invalid(p.Index(0), ips, changed))
+		}
+		if len(ips) == 1 && policyOf(svc) != corev1.IPFamilyPolicySingleStack {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "ipFamilyPolicy"), svc.Spec.IPFamilyPolicy,
+				"must be set to 'SingleStack' when releasing the secondary clusterIP"))
+		}
+	default:
+		if len(was) > 0 && ips[0] != was[0] {
+			errs = append(errs, field.Invalid(p.Index(0), ips, changed))
+		}
+	}
+	return errs
+}
+
+func ipFamiliesUpdate(svc, old *corev1.Service) field.ErrorList {
+	if !needsClusterIP(svc) || !needsClusterIP(old) || isHeadless(svc) || isHeadless(old) {
+		return nil
+	}
+	var errs field.ErrorList
+	p := field.NewPath("spec", "ipFamilies").Index(0)
+	fams, was := svc.Spec.IPFamilies, old.Spec.IPFamilies
+	const changed = "may not change once set"
+	switch {
+	case len(was) == len(fams):
+		for i := range was {
+			if was[i] != fams[i] {
+				errs = append(errs, field.Invalid(p, fams, changed))
+			}
+		}
+	case len(was) > len(fams):
+		// Upstream checks the cluster IPs here and prints them as the
+		// value; the messages are its own.
+		if len(svc.Spec.ClusterIPs) == 0 {
+			errs = append(errs, field.Invalid(p, fams, "primary ipFamily can not be unset"))
+		}
+		if len(fams) > 0 && fams[0] != was[0] {
+			errs = append(errs, field.Invalid(p, svc.Spec.ClusterIPs, changed))
+		}
+		if len(fams) == 1 && policyOf(svc) != corev1.IPFamilyPolicySingleStack {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "ipFamilyPolicy"), svc.Spec.IPFamilyPolicy,
+				"must be set to 'SingleStack' when releasing the secondary ipFamily"))
+		}
+	default:
+		if len(was) > 0 && len(fams) > 0 && fams[0] != was[0] {
+			errs = append(errs, field.Invalid(p, svc.Spec.ClusterIPs, changed))
+		}
 	}
 	return errs
 }

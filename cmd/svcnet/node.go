@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/svcnet/svcnet/internal/cluster"
+	"github.com/svcnet/svcnet/internal/node"
+	"github.com/svcnet/svcnet/internal/node/builtin"
+)
+
+// nodeFlags binds the node agent's flags shared by node and up; listen is
+// the default address of the node's HTTPS server.
+func nodeFlags(f *pflag.FlagSet, o *cluster.NodeOptions, listen string) {
+	f.StringVar(&o.NodeName, "node-name", "", "the Node's name (default: the host name)")
+	f.StringVar(&o.NetNS, "netns", "", "run the node's network (bridge svcnet0, pod veths, routes) inside this named network namespace (/var/run/netns/NAME)")
+	f.StringVar(&o.NodeIP, "node-ip", "", "the node's InternalIP (default: the first address in the node's network namespace)")
+	f.StringVar(&o.ListenAddress, "kubelet-address", listen, "host:port of the node's HTTPS server (logs), in the process's network namespace")
+	f.StringVar(&o.ClusterDNS, "cluster-dns", "10.96.0.10", "the cluster DNS address in pods' resolv.conf")
+	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
+	f.StringVar(&o.ImageTable, "image-table", "", "YAML file mapping images to built-in programs, host executables or commands, over the defaults")
+}
+
+func nodeCommand() *cobra.Command {
+	o := &cluster.NodeOptions{}
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Run a node agent (kubelet and CNI): register a Node and run its pods",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cluster.RunNode(cmd.Context(), *o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", filepath.Join(cluster.DefaultDataDir(), "kubeconfig"), "kubeconfig of the API server")
+	f.StringVar(&o.DataDir, "data-dir", cluster.DefaultDataDir(), "directory for the node's pods, logs and addresses (under node/)")
+	f.BoolVar(&o.StopPodsOnExit, "stop-pods-on-exit", false, "stop the node's pods when the agent exits (by default they keep running and are adopted on restart)")
+	nodeFlags(f, o, "0.0.0.0:10250")
+	cmd.AddCommand(shimCommand(), imageCommand())
+	return cmd
+}
+
+// shimCommand is the per-container parent the agent starts.
+func shimCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "shim DIR",
+		Short:  "Run one container (started by the node agent)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return node.RunShim(args[0])
+		},
+	}
+}
+
+// imageCommand runs a built-in image's program as a container's process.
+func imageCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                "image NAME [--ports=P,...] -- ARGS",
+		Short:              "Run a built-in image (started as a container's process)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Args:               cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ports, rest, err := builtin.ParseArgs(args[1:])
+			if err != nil {
+				return err
+			}
+			if err := builtin.Main(args[0], ports, rest); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			return nil
+		},
+	}
+}
+
+// upNodeFlags adds the node's flags to up and returns what starts the
+// node (with node IPAM) once the API server is up: only when --netns is
+// given, so that up never builds a pod network in the host's namespace.
+func upNodeFlags(cmd *cobra.Command) func(ctx context.Context, stop context.CancelFunc, kubeconfig, dataDir string) <-chan error {
+	o := &cluster.NodeOptions{}
+	nodeFlags(cmd.Flags(), o, "127.0.0.1:10250")
+	clusterCIDR := cmd.Flags().String("cluster-cidr", "10.244.0.0/16", "range node IPAM hands pod CIDRs (/24s) out of")
+	return func(ctx context.Context, stop context.CancelFunc, kubeconfig, dataDir string) <-chan error {
+		o.DataDir = dataDir
+		return cluster.StartUpNode(ctx, stop, kubeconfig, *clusterCIDR, *o)
+	}
+}

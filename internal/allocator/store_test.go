@@ -1,0 +1,178 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/svcnet/svcnet/internal/storage"
+)
+
+func freeURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return fmt.Sprintf("http://%s", l.Addr())
+}
+
+// newEtcd starts an embedded etcd for the test.
+func newEtcd(t *testing.T) *clientv3.Client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	e, err := storage.StartEmbedded(ctx, storage.EmbeddedConfig{Dir: t.TempDir(), ClientURL: freeURL(t), PeerURL: freeURL(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close(); cancel(); e.Close() })
+	return cli
+}
+
+// commit writes a transaction's bitmaps as a Service write would.
+func commit(t *testing.T, cli *clientv3.Client, txn *Txn) error {
+	t.Helper()
+	extra, settle, err := txn.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Txn(context.Background()).If(extra.If...).Then(extra.Then...).Commit()
+	if err == nil && !resp.Succeeded {
+		err = storage.ErrExtraFailed
+	}
+	settle(err)
+	return err
+}
+
+func TestStoreAllocatesInEtcd(t *testing.T) {
+	ctx := context.Background()
+	cli := newEtcd(t)
+	cfg, err := ParseConfig("10.0.0.0/28", "30000-30003")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(cli, cfg)
+
+	// Before the repair created the bitmaps nothing can be allocated.
+	txn, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.AllocateNextIP("IPv4"); err == nil || err.Error() != "cannot allocate resources of type serviceipallocations at this time" {
+		t.Fatalf("allocate without bitmaps: %v", err)
+	}
+	txn.Abort()
+	rb, err := s.StartRebuild(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := rb.Commit(ctx); err != nil || len(keys) != 2 {
+		t.Fatalf("rebuild wrote %v, %v", keys, err)
+	}
+
+	// A /28 has 14 usable addresses, then the range is full.
+	seen := map[netip.Addr]bool{}
+	txn, _ = s.Begin(ctx)
+	for k := 0; k < 14; k++ {
+		ip, err := txn.AllocateNextIP("IPv4")
+		if err != nil || seen[ip] {
+			t.Fatalf("allocation %d: %s, %v", k, ip, err)
+		}
+		seen[ip] = true
+	}
+	if _, err := txn.AllocateNextIP("IPv4"); !errors.Is(err, ErrFull) {
+		t.Fatalf("15th address: %v", err)
+	}
+	if err := txn.AllocatePort(30002); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.AllocatePort(30002); !errors.Is(err, ErrPortAllocated) {
+		t.Fatalf("port taken twice: %v", err)
+	}
+	if err := commit(t, cli, txn); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another API server's store sees the committed state; a write from
+	// a stale view fails its condition and the next one reads again.
+	other := NewStore(cli, cfg)
+	stale, _ := other.Begin(ctx)
+	stale.ReleaseIP(netip.MustParseAddr("10.0.0.1"))
+	txn, _ = s.Begin(ctx)
+	txn.ReleaseIP(netip.MustParseAddr("10.0.0.2"))
+	if err := commit(t, cli, txn); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit(t, cli, stale); !errors.Is(err, storage.ErrExtraFailed) {
+		t.Fatalf("stale write: %v", err)
+	}
+	fresh, _ := other.Begin(ctx)
+	if err := fresh.AllocateIP(netip.MustParseAddr("10.0.0.1")); !errors.Is(err, ErrIPAllocated) {
+		t.Fatalf("10.0.0.1 after the failed release: %v", err)
+	}
+	if err := fresh.AllocateIP(netip.MustParseAddr("10.0.0.2")); err != nil {
+		t.Fatalf("10.0.0.2 after its release: %v", err)
+	}
+	if !fresh.HasPort(30002) || fresh.HasPort(30001) {
+		t.Fatal("port bitmap not read back")
+	}
+	fresh.Abort()
+}
+
+func TestRebuildRangeChange(t *testing.T) {
+	ctx := context.Background()
+	cli := newEtcd(t)
+	old, _ := ParseConfig("10.0.0.0/24", "30000-30100")
+	s := NewStore(cli, old)
+	rb, _ := s.StartRebuild(ctx, 0)
+	for _, ip := range []string{"10.0.0.10", "10.0.0.200"} {
+		if _, err := rb.UseIP(netip.MustParseAddr(ip)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rb.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The flags now say /25: 10.0.0.10 stays known, 10.0.0.200 is out of
+	// range, a duplicate is reported, and the range is rewritten.
+	cfg, _ := ParseConfig("10.0.0.0/25", "30000-30100")
+	rb, err := NewStore(cli, cfg).StartRebuild(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored, err := rb.UseIP(netip.MustParseAddr("10.0.0.10")); err != nil || !stored {
+		t.Fatalf("10.0.0.10: %v %v", stored, err)
+	}
+	if _, err := rb.UseIP(netip.MustParseAddr("10.0.0.10")); !errors.Is(err, ErrIPAllocated) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if _, err := rb.UseIP(netip.MustParseAddr("10.0.0.200")); !errors.Is(err, ErrMismatchedNetwork) {
+		t.Fatalf("out of range: %v", err)
+	}
+	if _, err := rb.UseIP(netip.MustParseAddr("fd00::1")); !errors.Is(err, ErrFamilyNotConfigured) {
+		t.Fatalf("IPv6: %v", err)
+	}
+	if ips, _ := rb.Leaked(); len(ips) != 1 || ips[0].String() != "10.0.0.200" {
+		t.Fatalf("leaked %v", ips)
+	}
+	keys, err := rb.Commit(ctx)
+	if err != nil || len(keys) != 1 || keys[0] != ServiceIPsKey {
+		t.Fatalf("rewrote %v, %v", keys, err)
+	}
+	resp, _ := cli.Get(ctx, ServiceIPsKey)
+	if got := string(resp.Kvs[0].Value); got != `{"kind":"RangeAllocation","apiVersion":"v1","metadata":{},"range":"10.0.0.0/25","data":"AgA="}` {
+		t.Fatalf("stored %s", got)
+	}
+}

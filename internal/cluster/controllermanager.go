@@ -1,0 +1,404 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/endpoints"
+	"github.com/svcnet/svcnet/internal/controller/endpointslice"
+	"github.com/svcnet/svcnet/internal/controller/endpointslicemirroring"
+	"github.com/svcnet/svcnet/internal/controller/garbagecollector"
+	"github.com/svcnet/svcnet/internal/controller/namespace"
+)
+
+// LeaderElectionOptions are kube-controller-manager's --leader-elect flags.
+type LeaderElectionOptions struct {
+	Enabled                                   bool
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// ResourceName and ResourceNamespace name the coordination.k8s.io
+	// Lease the instances compete for.
+	ResourceName, ResourceNamespace string
+}
+
+// ControllerManagerOptions configure `svcnet controller-manager` and the
+// controllers inside `svcnet up`.
+type ControllerManagerOptions struct {
+	// Kubeconfig locates the API server and the credentials.
+	Kubeconfig string
+	// MetricsBindAddress is where /metrics and /healthz are served over
+	// plain HTTP; empty or "0" serves nothing.
+	MetricsBindAddress string
+	// Controllers selects controllers as upstream's --controllers: "*"
+	// for all, a name to enable, "-name" to disable.
+	Controllers []string
+	// KubeAPIQPS and KubeAPIBurst limit the client's request rate.
+	KubeAPIQPS     float32
+	KubeAPIBurst   int
+	LeaderElection LeaderElectionOptions
+
+	EndpointSlice endpointslice.Options
+	Endpoints     endpoints.Options
+	Mirroring     endpointslicemirroring.Options
+	Namespace     namespace.Options
+	// GCWorkers is --concurrent-gc-syncs.
+	GCWorkers int
+}
+
+// DefaultControllerManagerOptions are upstream's defaults.
+func DefaultControllerManagerOptions() ControllerManagerOptions {
+	return ControllerManagerOptions{
+		MetricsBindAddress: "127.0.0.1:10257",
+		Controllers:        []string{"*"},
+		KubeAPIQPS:         20,
+		KubeAPIBurst:       30,
+		LeaderElection: LeaderElectionOptions{
+			Enabled:           true,
+			LeaseDuration:     15 * time.Second,
+			RenewDeadline:     10 * time.Second,
+			RetryPeriod:       2 * time.Second,
+			ResourceName:      "kube-controller-manager",
+			ResourceNamespace: "kube-system",
+		},
+		EndpointSlice: endpointslice.Options{Workers: 5, MaxEndpointsPerSlice: 100},
+		Endpoints:     endpoints.Options{Workers: 5},
+		Mirroring:     endpointslicemirroring.Options{Workers: 5, MaxEndpointsPerSubset: 1000},
+		Namespace:     namespace.Options{Workers: 10, SyncPeriod: 5 * time.Minute},
+		GCWorkers:     20,
+	}
+}
+
+// clients are what the controllers talk to the API server with.
+type clients struct {
+	// typed configures the typed clients: one per controller, each with
+	// its own rate limit, as upstream's, and one for the informers.
+	typed     *rest.Config
+	client    kubernetes.Interface
+	metadata  metadata.Interface
+	discovery discovery.DiscoveryInterface
+	metrics   *controller.Metrics
+}
+
+// clientFor is a typed client of its own for one user of the API.
+func (c *clients) clientFor(name string) (kubernetes.Interface, error) {
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(c.typed), name))
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", name, err)
+	}
+	return client, nil
+}
+
+// knownController is one entry of --controllers: its name, upstream's
+// older alias, and how it starts for one leadership term.
+type knownController struct {
+	name, alias string
+	start       func(ctx context.Context, o *ControllerManagerOptions, c *clients, d controller.Deps) (func(context.Context), error)
+}
+
+var knownControllers = []knownController{
+	{"endpoints-controller", "endpoint", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := endpoints.New(ctx, d, o.Endpoints)
+		return runOf(c, err)
+	}},
+	{"endpointslice-controller", "endpointslice", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := endpointslice.New(ctx, d, o.EndpointSlice)
+		return runOf(c, err)
+	}},
+	{"endpointslice-mirroring-controller", "endpointslicemirroring", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := endpointslicemirroring.New(ctx, d, o.Mirroring)
+		return runOf(c, err)
+	}},
+	{"garbage-collector-controller", "garbagecollector", func(_ context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := garbagecollector.New(d.Metrics, cl.metadata, cl.discovery, o.GCWorkers)
+		return runOf(c, err)
+	}},
+	{"namespace-controller", "namespace", func(_ context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := namespace.New(d, cl.metadata, cl.discovery, o.Namespace)
+		return runOf(c, err)
+	}},
+}
+
+// runOf adapts a constructor's result.
+func runOf[C interface{ Run(context.Context) }](c C, err error) (func(context.Context), error) {
+	if err != nil {
+		return nil, err
+	}
+	return c.Run, nil
+}
+
+// enabled applies --controllers to one controller, as upstream: an
+// explicit name or "-name" wins over "*".
+func (o *ControllerManagerOptions) enabled(k knownController) bool {
+	star := false
+	for _, c := range o.Controllers {
+		switch c {
+		case k.name, k.alias:
+			return true
+		case "-" + k.name, "-" + k.alias:
+			return false
+		case "*":
+			star = true
+		}
+	}
+	return star
+}
+
+// Validate checks the options as upstream does.
+func (o *ControllerManagerOptions) Validate() error {
+	var errs []error
+	for _, c := range o.Controllers {
+		name := strings.TrimPrefix(c, "-")
+		if c != "*" && !slices.ContainsFunc(knownControllers, func(k knownController) bool { return k.name == name || k.alias == name }) {
+			errs = append(errs, fmt.Errorf("%q is not in the list of known controllers", c))
+		}
+	}
+	switch n := o.EndpointSlice.MaxEndpointsPerSlice; {
+	case n < 1:
+		errs = append(errs, fmt.Errorf("max-endpoints-per-slice must be greater than 0, but got %d", n))
+	case n > 1000:
+		errs = append(errs, fmt.Errorf("max-endpoints-per-slice must not be more than 1000, but got %d", n))
+	}
+	if n := o.EndpointSlice.Workers; n < 1 || n > 50 {
+		errs = append(errs, fmt.Errorf("concurrent-service-endpoint-syncs must not be less than 1 or greater than 50, but got %d", n))
+	}
+	if n := o.Mirroring.MaxEndpointsPerSubset; n < 1 {
+		errs = append(errs, fmt.Errorf("mirroring-max-endpoints-per-subset must be greater than 0, but got %d", n))
+	}
+	le := o.LeaderElection
+	if le.Enabled && (le.LeaseDuration <= le.RenewDeadline || le.RenewDeadline <= le.RetryPeriod || le.RetryPeriod <= 0) {
+		errs = append(errs, errors.New("leader election needs lease-duration > renew-deadline > retry-period > 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// ControllerManager is a running controller manager.
+type ControllerManager struct {
+	// MetricsURL is the http URL of /metrics, empty when not served.
+	MetricsURL string
+	done       chan error
+}
+
+// Wait blocks until the controller manager has stopped.
+func (cm *ControllerManager) Wait() error { return <-cm.done }
+
+// StartControllerManager connects to the API server, serves metrics, and
+// runs the selected controllers (only while holding the leader lease, when
+// leader election is on) until ctx ends.
+func StartControllerManager(ctx context.Context, o ControllerManagerOptions) (*ControllerManager, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := newClients(o)
+	if err != nil {
+		return nil, err
+	}
+	cm := &ControllerManager{done: make(chan error, 1)}
+	var srv *http.Server
+	if o.MetricsBindAddress != "" && o.MetricsBindAddress != "0" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		c.metrics = controller.NewMetrics(reg)
+		ln, err := net.Listen("tcp", o.MetricsBindAddress)
+		if err != nil {
+			return nil, fmt.Errorf("listen for metrics on %s: %w", o.MetricsBindAddress, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		cm.MetricsURL = "http://" + ln.Addr().String() + "/metrics"
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				slog.Error("metrics server failed", "err", err)
+			}
+		}()
+	} else {
+		c.metrics = controller.NewMetrics(prometheus.NewRegistry())
+	}
+	go func() {
+		var err error
+		switch {
+		case !slices.ContainsFunc(knownControllers, o.enabled):
+			// Nothing to run, so nothing to campaign for.
+			slog.Info("no controllers enabled")
+			<-ctx.Done()
+		case o.LeaderElection.Enabled:
+			err = lead(ctx, &o, c)
+		default:
+			err = runControllers(ctx, &o, c)
+		}
+		if srv != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = srv.Shutdown(sctx)
+			cancel()
+		}
+		cm.done <- err
+	}()
+	return cm, nil
+}
+
+func newClients(o ControllerManagerOptions) (*clients, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg = rest.AddUserAgent(cfg, "svcnet-controller-manager")
+	metaClient, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metadata client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	// Typed objects travel as protobuf, as upstream's controllers do.
+	typed := rest.CopyConfig(cfg)
+	typed.ContentType = "application/vnd.kubernetes.protobuf"
+	typed.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	client, err := kubernetes.NewForConfig(typed)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return &clients{typed: typed, client: client, metadata: metaClient, discovery: disco}, nil
+}
+
+// lead campaigns for the lease and runs the controllers for each term
+// won, until ctx ends. A term ends when the lease is lost, or when the
+// controllers cannot start; the instance then campaigns again.
+func lead(ctx context.Context, o *ControllerManagerOptions, c *clients) error {
+	host, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("hostname: %w", err)
+	}
+	id := host + "_" + uuid.NewString()
+	le := o.LeaderElection
+	// As upstream, lease requests time out with the renew deadline, so
+	// that a stuck request cannot outlive a term.
+	leaseConfig := rest.CopyConfig(c.typed)
+	leaseConfig.Timeout = le.RenewDeadline
+	leaseClient, err := kubernetes.NewForConfig(rest.AddUserAgent(leaseConfig, "leader-election"))
+	if err != nil {
+		return fmt.Errorf("leader election client: %w", err)
+	}
+	// The recorder outlives ctx, for the event of the lease's release.
+	rctx, stopRecorder := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRecorder()
+	recorder := controller.NewRecorder(rctx, c.client, "kube-controller-manager")
+	for ctx.Err() == nil {
+		term, endTerm := context.WithCancel(ctx)
+		leading := make(chan context.Context, 1)
+		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Namespace: le.ResourceNamespace, Name: le.ResourceName},
+				Client:     leaseClient.CoordinationV1(),
+				LockConfig: resourcelock.ResourceLockConfig{Identity: id, EventRecorder: recorder},
+			},
+			LeaseDuration:   le.LeaseDuration,
+			RenewDeadline:   le.RenewDeadline,
+			RetryPeriod:     le.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            le.ResourceName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(lctx context.Context) { leading <- lctx },
+				OnStoppedLeading: func() { slog.Info("leader lease released or lost", "identity", id) },
+				OnNewLeader: func(holder string) {
+					slog.Info("leader elected", "lease", le.ResourceNamespace+"/"+le.ResourceName, "leader", holder, "self", holder == id)
+				},
+			},
+		})
+		if err != nil {
+			endTerm()
+			return fmt.Errorf("leader election: %w", err)
+		}
+		campaign := make(chan struct{})
+		go func() {
+			defer close(campaign)
+			elector.Run(term)
+		}()
+		select {
+		case lctx := <-leading:
+			if err := runControllers(lctx, o, c); err != nil {
+				slog.Error("controllers failed to start; giving up the lease", "err", err)
+			}
+		case <-campaign:
+		}
+		endTerm()
+		<-campaign
+		if ctx.Err() == nil {
+			// Give another instance a chance before campaigning again.
+			select {
+			case <-ctx.Done():
+			case <-time.After(le.RetryPeriod):
+			}
+		}
+	}
+	return nil
+}
+
+// runControllers starts the enabled controllers on fresh informers and
+// runs them until ctx ends.
+func runControllers(ctx context.Context, o *ControllerManagerOptions, c *clients) error {
+	informerClient, err := c.clientFor("shared-informers")
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(informerClient, resyncPeriod())
+	var runs []func(context.Context)
+	for _, k := range knownControllers {
+		if !o.enabled(k) {
+			continue
+		}
+		client, err := c.clientFor(k.name)
+		if err != nil {
+			factory.Shutdown()
+			return err
+		}
+		d := controller.Deps{Client: client, Informers: factory, Metrics: c.metrics}
+		run, err := k.start(ctx, o, c, d)
+		if err != nil {
+			factory.Shutdown()
+			return fmt.Errorf("start %s: %w", k.name, err)
+		}
+		runs = append(runs, run)
+	}
+	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	for _, run := range runs {
+		wg.Go(func() { run(ctx) })
+	}
+	wg.Wait()
+	factory.Shutdown()
+	return nil
+}
+
+// resyncPeriod is upstream's: every informer replays its cache after a
+// random 12 to 24 hours, a safety net for missed events.
+func resyncPeriod() time.Duration {
+	const minResync = 12 * time.Hour
+	return minResync + time.Duration(rand.Int64N(int64(minResync)))
+}

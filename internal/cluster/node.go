@@ -1,0 +1,163 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/nodeipam"
+	"github.com/svcnet/svcnet/internal/node"
+	"github.com/svcnet/svcnet/internal/pki"
+)
+
+// NodeOptions configure a node agent.
+type NodeOptions struct {
+	// Kubeconfig reaches the API server.
+	Kubeconfig string
+	// DataDir holds the node's state under DataDir/node.
+	DataDir string
+	// NodeName defaults to the host name.
+	NodeName string
+	// NetNS names the network namespace the node's network lives in.
+	NetNS string
+	// NodeIP is the InternalIP; empty picks one.
+	NodeIP string
+	// ListenAddress is host:port of the node's HTTPS server.
+	ListenAddress string
+	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
+	ClusterDNS    string
+	ClusterDomain string
+	// ImageTable is a YAML file of images laid over the defaults.
+	ImageTable string
+	// StopPodsOnExit stops the pods when the node stops.
+	StopPodsOnExit bool
+}
+
+// RunNode runs a node agent until ctx ends.
+func RunNode(ctx context.Context, o NodeOptions) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	images, err := node.LoadImageTable(o.ImageTable)
+	if err != nil {
+		return err
+	}
+	name := o.NodeName
+	if name == "" {
+		if name, err = os.Hostname(); err != nil {
+			return fmt.Errorf("node name: %w", err)
+		}
+	}
+	var ip net.IP
+	if o.NodeIP != "" {
+		if ip = net.ParseIP(o.NodeIP); ip == nil {
+			return fmt.Errorf("--node-ip %q is not an IP address", o.NodeIP)
+		}
+	}
+	dir := filepath.Join(o.DataDir, "node")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create node data dir: %w", err)
+	}
+	return node.Run(ctx, node.Config{
+		NodeName:       name,
+		REST:           cfg,
+		DataDir:        dir,
+		NetNS:          o.NetNS,
+		NodeIP:         ip,
+		ListenAddress:  o.ListenAddress,
+		ClusterDNS:     o.ClusterDNS,
+		ClusterDomain:  o.ClusterDomain,
+		Images:         images,
+		StopPodsOnExit: o.StopPodsOnExit,
+		Version:        KubernetesVersion,
+	})
+}
+
+// RunNodeIPAM hands out pod CIDRs of clusterCIDR to nodes until ctx ends,
+// the controller-manager's node IPAM for a cluster that runs its nodes
+// itself (svcnet up).
+func RunNodeIPAM(ctx context.Context, kubeconfig, clusterCIDR string, nodeMaskSize int) error {
+	_, cidr, err := net.ParseCIDR(clusterCIDR)
+	if err != nil {
+		return fmt.Errorf("cluster CIDR %q: %w", clusterCIDR, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := nodeipam.New(ctx, nodeipam.Config{ClusterCIDR: cidr, NodeMaskSize: nodeMaskSize}, client, factory,
+		controller.NewMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	c.Run(ctx)
+	factory.Shutdown()
+	return nil
+}
+
+// KubeletClientTLS is the API server's client certificate for node agents,
+// issued by the cluster CA in the data dir.
+func KubeletClientTLS(dataDir string) (*tls.Config, error) {
+	dir := filepath.Join(dataDir, "pki")
+	ca, err := pki.LoadOrCreateCA(dir)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := ca.Client(dir, "apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"})
+	if err != nil {
+		return nil, err
+	}
+	cert, err := pair.TLS()
+	if err != nil {
+		return nil, fmt.Errorf("load kubelet client certificate: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// StartUpNode runs node IPAM and a node agent beside `svcnet up`'s API
+// server when opts name a network namespace for the node; the channel
+// reports their end once ctx is done, or the first failure earlier (then
+// stop is called so that up ends too).
+func StartUpNode(ctx context.Context, stop context.CancelFunc, kubeconfig, clusterCIDR string, o NodeOptions) <-chan error {
+	done := make(chan error, 1)
+	if o.NetNS == "" {
+		close(done)
+		return done
+	}
+	o.Kubeconfig, o.StopPodsOnExit = kubeconfig, true
+	go func() {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		run := func(i int, f func() error) {
+			wg.Go(func() {
+				if errs[i] = f(); errs[i] != nil && ctx.Err() == nil {
+					stop()
+				}
+			})
+		}
+		run(0, func() error { return RunNodeIPAM(ctx, kubeconfig, clusterCIDR, 24) })
+		run(1, func() error { return RunNode(ctx, o) })
+		wg.Wait()
+		done <- errors.Join(errs...)
+	}()
+	return done
+}

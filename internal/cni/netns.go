@@ -1,0 +1,104 @@
+package cni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// inNamespace runs fn on an OS thread switched into ns, then switches the
+// thread back. Sockets created by fn stay in ns for their whole life, which
+// is how the agent dials and listens in a node namespace while the rest of
+// the process (its API client) stays in the namespace it started in.
+func inNamespace(ns netns.NsHandle, fn func() error) error {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("open the thread's network namespace: %w", err)
+	}
+	defer orig.Close()
+	if err := netns.Set(ns); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("enter network namespace: %w", err)
+	}
+	fnErr := fn()
+	if err := netns.Set(orig); err != nil {
+		// The thread is in the wrong namespace: keep it locked so that it
+		// exits with this goroutine instead of serving others.
+		return errors.Join(fnErr, fmt.Errorf("return to the original network namespace: %w", err))
+	}
+	runtime.UnlockOSThread()
+	return fnErr
+}
+
+// createNamespace makes a new network namespace and pins it by bind-mounting
+// it on path, so that it outlives every process and can be entered by path.
+func createNamespace(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
+	if err != nil {
+		return fmt.Errorf("create namespace file %s: %w", path, err)
+	}
+	f.Close()
+	err = func() error {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			return fmt.Errorf("open the thread's network namespace: %w", err)
+		}
+		defer orig.Close()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			return fmt.Errorf("unshare network namespace: %w", err)
+		}
+		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
+		mountErr := unix.Mount(self, path, "", unix.MS_BIND, "")
+		if err := netns.Set(orig); err != nil {
+			return errors.Join(mountErr, fmt.Errorf("return to the original network namespace: %w", err))
+		}
+		runtime.UnlockOSThread()
+		if mountErr != nil {
+			return fmt.Errorf("bind-mount network namespace on %s: %w", path, mountErr)
+		}
+		return nil
+	}()
+	if err != nil {
+		_ = os.Remove(path)
+	}
+	return err
+}
+
+// removeNamespace unpins a namespace made by createNamespace; it is gone
+// once the last process in it has exited.
+func removeNamespace(path string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount network namespace %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove network namespace file %s: %w", path, err)
+	}
+	return nil
+}
+
+// Dialer dials from inside a network namespace.
+type Dialer struct {
+	ns netns.NsHandle
+}
+
+// DialContext connects to address from the namespace.
+func (d Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	var conn net.Conn
+	err := inNamespace(d.ns, func() error {
+		var err error
+		conn, err = (&net.Dialer{}).DialContext(ctx, network, address)
+		return err
+	})
+	return conn, err
+}

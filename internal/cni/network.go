@@ -1,0 +1,372 @@
+// Package cni is a node's pod network, what a CNI bridge plugin with
+// host-local IPAM does on a Kubernetes node: a bridge svcnet0 holding the
+// first address of the node's pod CIDR as the pods' gateway, one network
+// namespace per pod joined to the bridge by a veth pair, addresses from the
+// pod CIDR recorded in the data dir, and routes to other nodes' pod CIDRs
+// through their node IPs. Everything is done over netlink, in the node's
+// network namespace, which need not be the process's own: a node may run
+// inside a named namespace while its API client stays outside.
+package cni
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// BridgeName is the pod bridge of every node.
+const BridgeName = "svcnet0"
+
+// podInterface is the pod's end of its veth pair.
+const podInterface = "eth0"
+
+// Config places a node's pod network.
+type Config struct {
+	// NodeNetNS is the path of the node's network namespace; empty means
+	// the namespace the process started in.
+	NodeNetNS string
+	// Dir holds the address records and the pods' namespace files.
+	Dir string
+}
+
+// Network is one node's pod network.
+type Network struct {
+	dir  string
+	node netns.NsHandle
+	nl   *netlink.Handle
+
+	// mu guards the pod CIDR in ipam, which Ensure sets.
+	mu   sync.Mutex
+	ipam *ipam
+}
+
+// Sandbox is a pod's network: its namespace and address.
+type Sandbox struct {
+	// ID is the owner's id, the pod UID.
+	ID string
+	// NetNS is the path that pins the pod's network namespace.
+	NetNS string
+	IP    net.IP
+	// Gateway is the bridge address, the pod's default route.
+	Gateway net.IP
+}
+
+// Open attaches to the node's namespace and the records in c.Dir.
+func Open(c Config) (*Network, error) {
+	for _, d := range []string{filepath.Join(c.Dir, "ipam"), filepath.Join(c.Dir, "netns")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	var ns netns.NsHandle
+	var err error
+	if c.NodeNetNS == "" {
+		ns, err = netns.Get()
+	} else {
+		ns, err = netns.GetFromPath(c.NodeNetNS)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open node network namespace %q: %w", c.NodeNetNS, err)
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("netlink in the node namespace: %w", err)
+	}
+	return &Network{dir: c.Dir, node: ns, nl: h, ipam: &ipam{dir: filepath.Join(c.Dir, "ipam")}}, nil
+}
+
+// Close releases the namespace handle; the network itself stays.
+func (n *Network) Close() error {
+	n.nl.Close()
+	return n.node.Close()
+}
+
+// Dialer dials from the node's namespace, as the node's probes do.
+func (n *Network) Dialer() Dialer { return Dialer{ns: n.node} }
+
+// NodeAddress returns the first global unicast IPv4 address in the node's
+// namespace outside the bridge, or nil when there is none.
+func (n *Network) NodeAddress() (net.IP, error) {
+	links, err := n.nl.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	for _, l := range links {
+		a := l.Attrs()
+		if a.Name == BridgeName || a.MasterIndex != 0 || a.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := n.nl.AddrList(l, netlink.FAMILY_V4)
+		if err != nil {
+			return nil, fmt.Errorf("list addresses of %s: %w", a.Name, err)
+		}
+		for _, ad := range addrs {
+			if ad.IP.IsGlobalUnicast() {
+				return ad.IP, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// Ensure sets up the node side for podCIDR: loopback up, the bridge with
+// the gateway address, forwarding on. It is idempotent.
+func (n *Network) Ensure(podCIDR string) error {
+	_, cidr, err := net.ParseCIDR(podCIDR)
+	if err != nil || cidr.IP.To4() == nil {
+		return fmt.Errorf("pod CIDR %q is not an IPv4 CIDR", podCIDR)
+	}
+	gw := offset(cidr.IP, 1)
+	if err := setLinkUp(n.nl, "lo"); err != nil {
+		return err
+	}
+	br, err := n.nl.LinkByName(BridgeName)
+	if err != nil {
+		if !errors.As(err, new(netlink.LinkNotFoundError)) {
+			return fmt.Errorf("look up %s: %w", BridgeName, err)
+		}
+		la := netlink.NewLinkAttrs()
+		la.Name = BridgeName
+		if err := n.nl.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("create bridge %s: %w", BridgeName, err)
+		}
+		if br, err = n.nl.LinkByName(BridgeName); err != nil {
+			return fmt.Errorf("look up %s: %w", BridgeName, err)
+		}
+	}
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: gw, Mask: cidr.Mask}}
+	if err := n.nl.AddrReplace(br, addr); err != nil {
+		return fmt.Errorf("address %s on %s: %w", addr, BridgeName, err)
+	}
+	if err := n.nl.LinkSetUp(br); err != nil {
+		return fmt.Errorf("set %s up: %w", BridgeName, err)
+	}
+	if err := inNamespace(n.node, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+	}); err != nil {
+		return fmt.Errorf("enable forwarding in the node namespace: %w", err)
+	}
+	n.mu.Lock()
+	n.ipam = &ipam{dir: n.ipam.dir, cidr: cidr, gw: gw}
+	n.mu.Unlock()
+	return nil
+}
+
+// NetNSPath is where the namespace of sandbox id is pinned.
+func (n *Network) NetNSPath(id string) string { return filepath.Join(n.dir, "netns", id) }
+
+// hostVeth is the node end of id's veth pair: short, stable, unique.
+func hostVeth(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "veth" + hex.EncodeToString(sum[:])[:11]
+}
+
+// Setup creates (or completes, after a crash) sandbox id's network: an
+// address, a namespace, a veth pair into the bridge, the default route.
+// Calling it again returns the same sandbox.
+func (n *Network) Setup(id string) (*Sandbox, error) {
+	n.mu.Lock()
+	a := n.ipam
+	n.mu.Unlock()
+	if a.cidr == nil {
+		return nil, errors.New("the pod network has no pod CIDR yet")
+	}
+	ip, err := a.allocate(id)
+	if err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{ID: id, NetNS: n.NetNSPath(id), IP: ip, Gateway: a.gw}
+	if _, err := os.Stat(sb.NetNS); errors.Is(err, os.ErrNotExist) {
+		if err := createNamespace(sb.NetNS); err != nil {
+			return nil, err
+		}
+	}
+	podNS, err := netns.GetFromPath(sb.NetNS)
+	if err != nil {
+		return nil, fmt.Errorf("open pod namespace %s: %w", sb.NetNS, err)
+	}
+	defer podNS.Close()
+	pod, err := netlink.NewHandleAt(podNS)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in pod namespace %s: %w", sb.NetNS, err)
+	}
+	defer pod.Close()
+	if err := n.plumb(id, podNS, pod); err != nil {
+		return nil, err
+	}
+	if err := configurePod(pod, sb, a.cidr.Mask); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// plumb makes the veth pair, the node end on the bridge, the pod end eth0.
+func (n *Network) plumb(id string, podNS netns.NsHandle, pod *netlink.Handle) error {
+	name := hostVeth(id)
+	_, hostErr := n.nl.LinkByName(name)
+	_, podErr := pod.LinkByName(podInterface)
+	if hostErr == nil && podErr == nil {
+		return nil
+	}
+	if hostErr == nil {
+		// A half-made pair from a crash: start over.
+		if err := n.nl.LinkDel(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
+			return fmt.Errorf("delete stale %s: %w", name, err)
+		}
+	}
+	br, err := n.nl.LinkByName(BridgeName)
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", BridgeName, err)
+	}
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	la.MasterIndex = br.Attrs().Index
+	veth := &netlink.Veth{LinkAttrs: la, PeerName: podInterface, PeerNamespace: netlink.NsFd(podNS)}
+	if err := n.nl.LinkAdd(veth); err != nil {
+		return fmt.Errorf("create veth %s: %w", name, err)
+	}
+	host, err := n.nl.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", name, err)
+	}
+	if err := n.nl.LinkSetHairpin(host, true); err != nil {
+		return fmt.Errorf("hairpin on %s: %w", name, err)
+	}
+	if err := n.nl.LinkSetUp(host); err != nil {
+		return fmt.Errorf("set %s up: %w", name, err)
+	}
+	return nil
+}
+
+// configurePod brings up lo and eth0 with the pod's address and route.
+func configurePod(pod *netlink.Handle, sb *Sandbox, mask net.IPMask) error {
+	if err := setLinkUp(pod, "lo"); err != nil {
+		return err
+	}
+	eth, err := pod.LinkByName(podInterface)
+	if err != nil {
+		return fmt.Errorf("look up pod %s: %w", podInterface, err)
+	}
+	if err := pod.AddrReplace(eth, &netlink.Addr{IPNet: &net.IPNet{IP: sb.IP, Mask: mask}}); err != nil {
+		return fmt.Errorf("address %s on pod %s: %w", sb.IP, podInterface, err)
+	}
+	if err := pod.LinkSetUp(eth); err != nil {
+		return fmt.Errorf("set pod %s up: %w", podInterface, err)
+	}
+	route := &netlink.Route{LinkIndex: eth.Attrs().Index, Gw: sb.Gateway, Dst: &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}}
+	if err := pod.RouteReplace(route); err != nil {
+		return fmt.Errorf("default route via %s in pod: %w", sb.Gateway, err)
+	}
+	return nil
+}
+
+func setLinkUp(h *netlink.Handle, name string) error {
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", name, err)
+	}
+	if err := h.LinkSetUp(l); err != nil {
+		return fmt.Errorf("set %s up: %w", name, err)
+	}
+	return nil
+}
+
+// Teardown removes sandbox id's veth, namespace and address. Processes
+// still in the namespace keep it alive, so stop them first.
+func (n *Network) Teardown(id string) error {
+	var errs []error
+	if l, err := n.nl.LinkByName(hostVeth(id)); err == nil {
+		if err := n.nl.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("delete veth of %s: %w", id, err))
+		}
+	}
+	errs = append(errs, removeNamespace(n.NetNSPath(id)))
+	n.mu.Lock()
+	a := n.ipam
+	n.mu.Unlock()
+	errs = append(errs, a.release(id))
+	return errors.Join(errs...)
+}
+
+// Sandboxes lists the ids that hold an address or a namespace.
+func (n *Network) Sandboxes() ([]string, error) {
+	n.mu.Lock()
+	a := n.ipam
+	n.mu.Unlock()
+	all, err := a.allocations()
+	if err != nil {
+		return nil, err
+	}
+	ids := []string{}
+	for _, owner := range all {
+		ids = append(ids, owner)
+	}
+	entries, err := os.ReadDir(filepath.Join(n.dir, "netns"))
+	if err != nil {
+		return nil, fmt.Errorf("read namespaces: %w", err)
+	}
+	for _, e := range entries {
+		ids = append(ids, e.Name())
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}
+
+// GC tears down every sandbox not in keep: what a crash between an
+// allocation and its record in the agent would otherwise leak.
+func (n *Network) GC(keep map[string]bool) error {
+	ids, err := n.Sandboxes()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		if !keep[id] {
+			errs = append(errs, n.Teardown(id))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SyncRoutes makes the node's routes to other nodes' pod CIDRs exactly
+// routes (pod CIDR → node IP).
+func (n *Network) SyncRoutes(routes map[string]net.IP) error {
+	existing, err := n.nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Protocol: routeProtocol}, netlink.RT_FILTER_PROTOCOL)
+	if err != nil {
+		return fmt.Errorf("list routes: %w", err)
+	}
+	var errs []error
+	for _, r := range existing {
+		if gw, ok := routes[r.Dst.String()]; !ok || !gw.Equal(r.Gw) {
+			if err := n.nl.RouteDel(&r); err != nil {
+				errs = append(errs, fmt.Errorf("delete route to %s: %w", r.Dst, err))
+			}
+		}
+	}
+	for cidr, gw := range routes {
+		_, dst, err := net.ParseCIDR(cidr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pod CIDR %q: %w", cidr, err))
+			continue
+		}
+		if err := n.nl.RouteReplace(&netlink.Route{Dst: dst, Gw: gw, Protocol: routeProtocol}); err != nil {
+			errs = append(errs, fmt.Errorf("route %s via %s: %w", cidr, gw, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// routeProtocol marks the routes SyncRoutes owns (an unassigned number in
+// /etc/iproute2/rt_protos).
+const routeProtocol netlink.RouteProtocol = 0x5c

@@ -1,0 +1,340 @@
+// Package node is svcnet's kubelet: it registers a Node and keeps its
+// Lease, runs the pods bound to it as processes (each container under a
+// shim, in the pod's network namespace from internal/cni, with the pod's
+// hostname and its own /etc/hosts and /etc/resolv.conf), builds their
+// environment, restarts them with CrashLoopBackOff, probes them, stops them
+// gracefully, reports their status as upstream's kubelet does, and serves
+// their logs to the API server.
+//
+// Like the kubelet, it holds one worker per pod that brings the pod's
+// containers in line with its spec on every change (pod update, container
+// exit, probe result); a relist loop finds container exits. Container state
+// lives in the data dir, not in memory, so a restarted agent adopts the
+// running pods with their addresses.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/controller"
+)
+
+// Config configures a node agent.
+type Config struct {
+	// NodeName is the Node's name.
+	NodeName string
+	// REST reaches the API server.
+	REST *rest.Config
+	// DataDir holds the node's state: pods, logs, addresses, certificates.
+	DataDir string
+	// NetNS names the network namespace (/var/run/netns/NAME) the node's
+	// network lives in; empty means the process's own.
+	NetNS string
+	// NodeIP is the InternalIP; nil picks the first address in the node's
+	// namespace, else the pod bridge's.
+	NodeIP net.IP
+	// ListenAddress is host:port of the HTTPS server that serves logs to
+	// the API server. It listens in the process's namespace.
+	ListenAddress string
+	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
+	ClusterDNS    string
+	ClusterDomain string
+	// Images maps images to programs.
+	Images ImageTable
+	// MaxPods is the pods capacity.
+	MaxPods int
+	// StopPodsOnExit stops every pod and removes its network when the
+	// agent stops (svcnet up); otherwise pods outlive the agent.
+	StopPodsOnExit bool
+	// Self is the svcnet executable that runs shims and built-in images.
+	Self string
+	// Version is the Kubernetes version the node reports.
+	Version string
+}
+
+// Agent is a running node agent.
+type Agent struct {
+	cfg      Config
+	client   kubernetes.Interface
+	net      *cni.Network
+	rt       *containerRuntime
+	env      *envSources
+	recorder record.EventRecorder
+	probes   *probeManager
+	backoff  *flowcontrol.Backoff
+	resolv   resolvConf
+
+	podLister corelisters.PodLister
+	nodeIP    net.IP
+	// runCtx ends when the agent stops; informer handlers start pod
+	// workers under it.
+	runCtx context.Context
+
+	mu      sync.Mutex
+	workers map[types.UID]*podWorker
+	// wg tracks the pod workers.
+	wg sync.WaitGroup
+}
+
+// Run registers the node and runs its pods until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.ClusterDNS == "" {
+		cfg.ClusterDNS = "10.96.0.10"
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
+	}
+	if cfg.MaxPods == 0 {
+		cfg.MaxPods = 110
+	}
+	if cfg.Images == nil {
+		cfg.Images = DefaultImages()
+	}
+	if cfg.Self == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the svcnet executable: %w", err)
+		}
+		cfg.Self = self
+	}
+	client, err := kubernetes.NewForConfig(cfg.REST)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	nsPath := ""
+	if cfg.NetNS != "" {
+		nsPath = filepath.Join("/var/run/netns", cfg.NetNS)
+	}
+	network, err := cni.Open(cni.Config{NodeNetNS: nsPath, Dir: filepath.Join(cfg.DataDir, "cni")})
+	if err != nil {
+		return err
+	}
+	defer network.Close()
+	hostResolv, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		return fmt.Errorf("read the node's resolv.conf: %w", err)
+	}
+	a := &Agent{
+		cfg:     cfg,
+		client:  client,
+		net:     network,
+		rt:      &containerRuntime{dir: filepath.Join(cfg.DataDir, "pods"), logDir: filepath.Join(cfg.DataDir, "logs"), self: cfg.Self},
+		backoff: flowcontrol.NewBackOff(10*time.Second, 300*time.Second),
+		resolv:  parseResolvConf(hostResolv),
+		workers: map[types.UID]*podWorker{},
+	}
+	return a.run(ctx, nsPath)
+}
+
+func (a *Agent) run(ctx context.Context, nsPath string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.runCtx = ctx
+	a.recorder = controller.NewRecorder(ctx, a.client, "kubelet")
+
+	reg := &registration{agent: a}
+	podCIDR, err := reg.register(ctx)
+	if err != nil {
+		return err
+	}
+	if err := a.net.Ensure(podCIDR); err != nil {
+		return fmt.Errorf("pod network: %w", err)
+	}
+	if a.nodeIP, err = a.pickNodeIP(podCIDR); err != nil {
+		return err
+	}
+	srv, err := newServer(a)
+	if err != nil {
+		return err
+	}
+	if err := reg.markReady(ctx, srv); err != nil {
+		srv.ln.Close()
+		return err
+	}
+
+	podInformers := informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.cfg.NodeName).String()
+	}))
+	all := informers.NewSharedInformerFactory(a.client, 0)
+	pods := podInformers.Core().V1().Pods()
+	a.podLister = pods.Lister()
+	services := all.Core().V1().Services()
+	nodes := all.Core().V1().Nodes()
+	a.env = &envSources{
+		services: services.Lister(),
+		configMap: func(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+			return a.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		secret: func(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+			return a.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		allocatable: reg.capacity(),
+		warn: func(pod *corev1.Pod, reason, msg string) {
+			a.recorder.Event(pod, corev1.EventTypeWarning, reason, msg)
+		},
+	}
+	a.probes = newProbeManager(a)
+
+	podsSynced, err := controller.Handle(pods.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { a.podChanged(obj) },
+		UpdateFunc: func(_, obj any) { a.podChanged(obj) },
+		DeleteFunc: func(obj any) {
+			if pod, ok := controller.Object[*corev1.Pod](obj); ok {
+				a.podGone(ctx, pod.UID)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	routes := &routeSync{agent: a, lister: nodes.Lister(), wake: make(chan struct{}, 1)}
+	nodesSynced, err := controller.Handle(nodes.Informer(), routes.handler())
+	if err != nil {
+		return err
+	}
+	podInformers.Start(ctx.Done())
+	all.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), podsSynced, nodesSynced, services.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	if err := a.adopt(ctx); err != nil {
+		return err
+	}
+	for _, p := range listPods(a.podLister) {
+		a.podChanged(p)
+	}
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 1)
+	wg.Go(func() {
+		if err := srv.serve(ctx); err != nil {
+			errc <- err
+			cancel()
+		}
+	})
+	wg.Go(func() { reg.heartbeat(ctx) })
+	wg.Go(func() { a.relist(ctx) })
+	wg.Go(func() { routes.run(ctx) })
+	slog.Info("node agent running", "node", a.cfg.NodeName, "podCIDR", podCIDR, "nodeIP", a.nodeIP, "netns", nsPath)
+
+	<-ctx.Done()
+	wg.Wait()
+	a.wg.Wait()
+	a.probes.stopAll()
+	if a.cfg.StopPodsOnExit {
+		a.stopAllPods()
+	}
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// pickNodeIP is the configured IP, the first address in the node's
+// namespace, or the pod bridge's address when the namespace has none.
+func (a *Agent) pickNodeIP(podCIDR string) (net.IP, error) {
+	if a.cfg.NodeIP != nil {
+		return a.cfg.NodeIP, nil
+	}
+	ip, err := a.net.NodeAddress()
+	if err != nil {
+		return nil, err
+	}
+	if ip != nil {
+		return ip, nil
+	}
+	_, cidr, err := net.ParseCIDR(podCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("pod CIDR %q: %w", podCIDR, err)
+	}
+	gw := cidr.IP.To4()
+	return net.IPv4(gw[0], gw[1], gw[2], gw[3]+1), nil
+}
+
+// listPods lists the cached pods; a cache lister does not fail.
+func listPods(l corelisters.PodLister) []*corev1.Pod {
+	pods, _ := l.List(labels.Everything())
+	return pods
+}
+
+// adopt takes over what a previous run of the agent left: pods on disk get
+// workers (those gone from the API are stopped and removed by them), and
+// pod networks that belong to no pod on disk are released.
+func (a *Agent) adopt(ctx context.Context) error {
+	uids, err := a.rt.pods()
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, uid := range uids {
+		keep[uid] = true
+		if _, err := a.podByUID(types.UID(uid)); err != nil {
+			a.podGone(ctx, types.UID(uid))
+		}
+	}
+	if err := a.net.GC(keep); err != nil {
+		slog.Warn("release leaked pod networks", "err", err)
+	}
+	return nil
+}
+
+// podByUID finds a pod of this node in the informer cache.
+func (a *Agent) podByUID(uid types.UID) (*corev1.Pod, error) {
+	for _, p := range listPods(a.podLister) {
+		if p.UID == uid {
+			return p, nil
+		}
+	}
+	return nil, errors.New("no such pod")
+}
+
+// stopAllPods stops every pod's containers and removes its network, for
+// an agent that takes its pods with it.
+func (a *Agent) stopAllPods() {
+	uids, err := a.rt.pods()
+	if err != nil {
+		slog.Warn("list pods to stop", "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, uid := range uids {
+		wg.Go(func() {
+			rec, _ := a.loadPodRecord(uid)
+			// No pod: no hooks and no events, the agent is going away.
+			grace := gracePeriod(rec.Pod, nil)
+			if err := a.killContainers(ctx, uid, nil, &grace); err != nil {
+				slog.Warn("stop pod", "uid", uid, "err", err)
+			}
+			if err := a.net.Teardown(uid); err != nil {
+				slog.Warn("remove pod network", "uid", uid, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}

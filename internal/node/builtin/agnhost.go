@@ -1,0 +1,337 @@
+package builtin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// agnhost runs one of agnhost's subcommands.
+func agnhost(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: agnhost [netexec|serve-hostname|pause] [flags]")
+	}
+	switch args[0] {
+	case "netexec":
+		return netexec(ctx, args[1:])
+	case "serve-hostname":
+		return serveHostname(ctx, args[1:])
+	case "pause":
+		<-ctx.Done()
+		return nil
+	}
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, pause)", args[0])
+}
+
+// netexec serves upstream's netexec endpoints over HTTP and its commands
+// over UDP.
+func netexec(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("netexec", flag.ContinueOnError)
+	httpPort := fs.Int("http-port", 8080, "HTTP listen port")
+	udpPort := fs.Int("udp-port", 8081, "UDP listen port (-1 for none)")
+	fs.Int("sctp-port", -1, "SCTP listen port (not supported)")
+	fs.Bool("http-override", false, "ignored")
+	delay := fs.Int("delay-shutdown", 0, "seconds to keep serving after SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	exit := make(chan int, 1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "NOW: %v", time.Now())
+	})
+	mux.HandleFunc("/clientip", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, r.RemoteAddr) })
+	mux.HandleFunc("/hostname", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, hostname()) })
+	mux.HandleFunc("/hostName", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, hostname()) })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	mux.HandleFunc("/header", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.Header.Get(r.FormValue("key")))
+	})
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		if c, err := strconv.Atoi(r.FormValue("code")); err == nil {
+			w.WriteHeader(c)
+		}
+		fmt.Fprint(w, r.FormValue("msg"))
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.FormValue("location"), http.StatusFound)
+	})
+	mux.HandleFunc("/exit", func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(r.FormValue("code"))
+		w.WriteHeader(http.StatusNoContent)
+		select {
+		case exit <- code:
+		default:
+		}
+	})
+	mux.HandleFunc("/shutdown", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case exit <- 0:
+		default:
+		}
+	})
+	mux.HandleFunc("/shell", shellHandler)
+	mux.HandleFunc("/dial", dialHandler)
+
+	if *udpPort > 0 {
+		pc, err := net.ListenPacket("udp", ":"+strconv.Itoa(*udpPort))
+		if err != nil {
+			return fmt.Errorf("listen on UDP port %d: %w", *udpPort, err)
+		}
+		defer pc.Close()
+		go udpServer(pc)
+	}
+	// Serving ends on SIGTERM (after --delay-shutdown), /exit or /shutdown.
+	sctx, cancel := context.WithCancel(context.Background())
+	codec := make(chan int, 1)
+	go func() {
+		code := 0
+		select {
+		case <-ctx.Done():
+			time.Sleep(time.Duration(*delay) * time.Second)
+		case code = <-exit:
+		case <-sctx.Done():
+		}
+		codec <- code
+		cancel()
+	}()
+	fmt.Printf("Started HTTP server on port %d\n", *httpPort)
+	if *udpPort > 0 {
+		fmt.Printf("Started UDP server on port %d\n", *udpPort)
+	}
+	err := serve(sctx, []int{*httpPort}, mux)
+	cancel()
+	if code := <-codec; code > 0 && err == nil {
+		os.Exit(code)
+	}
+	return err
+}
+
+// udpServer answers netexec's UDP commands until pc is closed.
+func udpServer(pc net.PacketConn) {
+	buf := make([]byte, 2048)
+	for {
+		n, addr, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		cmd := strings.TrimSpace(string(buf[:n]))
+		var reply string
+		switch {
+		case cmd == "hostname" || cmd == "hostName":
+			reply = hostname()
+		case strings.HasPrefix(cmd, "echo "):
+			reply = strings.TrimPrefix(cmd, "echo ")
+		case cmd == "clientip":
+			reply = addr.String()
+		default:
+			continue
+		}
+		_, _ = pc.WriteTo([]byte(reply), addr)
+	}
+}
+
+// shellHandler runs cmd with /bin/sh and answers {"output": ..., "error": ...}.
+func shellHandler(w http.ResponseWriter, r *http.Request) {
+	cmd := r.FormValue("shellCommand")
+	if cmd == "" {
+		cmd = r.FormValue("cmd")
+	}
+	out := map[string]string{}
+	if cmd != "" {
+		b, err := exec.CommandContext(r.Context(), "/bin/sh", "-c", cmd).CombinedOutput()
+		out["output"] = string(b)
+		if err != nil {
+			out["error"] = err.Error()
+		}
+	}
+	writeJSON(w, out)
+}
+
+// dialHandler makes `tries` requests to host:port and lists the answers,
+// as upstream's tests use it to probe connectivity from inside a pod.
+func dialHandler(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	host, port, request, protocol := q.Get("host"), q.Get("port"), q.Get("request"), q.Get("protocol")
+	tries, err := strconv.Atoi(q.Get("tries"))
+	if err != nil || tries < 1 {
+		tries = 1
+	}
+	if protocol == "" {
+		protocol = "http"
+	}
+	addr := net.JoinHostPort(host, port)
+	var responses, errs []string
+	for range tries {
+		var reply string
+		var err error
+		switch protocol {
+		case "http":
+			reply, err = dialHTTP(r.Context(), "http://"+addr+"/"+strings.TrimPrefix(request, "/"))
+		case "udp":
+			reply, err = dialUDP(addr, request)
+		default:
+			err = fmt.Errorf("unsupported protocol %q", protocol)
+		}
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		responses = append(responses, reply)
+	}
+	writeJSON(w, map[string][]string{"responses": responses, "errors": errs})
+}
+
+func dialHTTP(ctx context.Context, url string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+func dialUDP(addr, request string) (string, error) {
+	c, err := net.DialTimeout("udp", addr, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(request)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 2048)
+	n, err := c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// serveHostname answers every request with the pod's name.
+func serveHostname(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve-hostname", flag.ContinueOnError)
+	port := fs.Int("port", 9376, "port to serve on")
+	useHTTP := fs.Bool("http", true, "serve HTTP")
+	useUDP := fs.Bool("udp", false, "serve UDP")
+	useTCP := fs.Bool("tcp", false, "serve raw TCP")
+	fs.Bool("close", false, "close connections after each answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	name := hostname()
+	if *useUDP {
+		pc, err := net.ListenPacket("udp", ":"+strconv.Itoa(*port))
+		if err != nil {
+			return fmt.Errorf("listen on UDP port %d: %w", *port, err)
+		}
+		defer pc.Close()
+		go func() {
+			buf := make([]byte, 1024)
+			for {
+				_, addr, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				_, _ = pc.WriteTo([]byte(name), addr)
+			}
+		}()
+	}
+	if *useTCP {
+		ln, err := net.Listen("tcp", ":"+strconv.Itoa(*port))
+		if err != nil {
+			return fmt.Errorf("listen on TCP port %d: %w", *port, err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, name)
+				c.Close()
+			}
+		}()
+	}
+	fmt.Printf("Serving on port %d.\n", *port)
+	if *useHTTP && !*useTCP {
+		return serve(ctx, []int{*port}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, name)
+		}))
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// httpEcho is hashicorp/http-echo: it answers every request with -text.
+func httpEcho(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("http-echo", flag.ContinueOnError)
+	listen := fs.String("listen", ":5678", "address and port to listen on")
+	text := fs.String("text", "", "text to put on the webpage")
+	status := fs.Int("status-code", http.StatusOK, "HTTP status code to answer with")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *text == "" {
+		if t := os.Getenv("ECHO_TEXT"); t != "" {
+			*text = t
+		} else {
+			return errors.New("missing -text option")
+		}
+	}
+	_, p, err := net.SplitHostPort(*listen)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", *listen, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return fmt.Errorf("listen port %q: %w", p, err)
+	}
+	pod := hostname()
+	fmt.Printf("%s [INFO] server is listening on %s\n", time.Now().Format("2006/01/02 15:04:05"), *listen)
+	return serve(ctx, []int{port}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-App-Name", "http-echo")
+		w.Header().Set("X-App-Version", "1.0.0")
+		w.Header().Set(PodHeader, pod)
+		if r.URL.Path == "/health" {
+			writeJSON(w, map[string]string{"status": "ok"})
+			return
+		}
+		w.WriteHeader(*status)
+		fmt.Fprintln(w, *text)
+		fmt.Printf("%s %s %s %s\n", r.Host, r.RemoteAddr, r.Method, r.URL.Path)
+	}))
+}

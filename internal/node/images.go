@@ -1,0 +1,203 @@
+package node
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/svcnet/svcnet/internal/node/builtin"
+)
+
+// Image is how the node runs an image it does not pull: a built-in program,
+// a host executable, or a fixed command, with the image's entrypoint and
+// default arguments.
+type Image struct {
+	// Builtin names a program built into svcnet (nginx, httpd, agnhost,
+	// http-echo, pause).
+	Builtin string `json:"builtin,omitempty"`
+	// Host is a host executable that plays the image's binaries, as the
+	// host's busybox plays busybox's applets (chosen by argv[0]).
+	Host string `json:"host,omitempty"`
+	// Entrypoint and Cmd are the image's ENTRYPOINT and CMD.
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
+	// Binaries are paths inside the image that mean the built-in program
+	// when a container's command names them (agnhost's /agnhost).
+	Binaries []string `json:"binaries,omitempty"`
+}
+
+// ImageTable maps image names (without tag or digest, docker.io/library/
+// implied) to how they run.
+type ImageTable map[string]Image
+
+// DefaultImages make upstream's tutorial manifests run unchanged.
+func DefaultImages() ImageTable {
+	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}}
+	pause := Image{Builtin: builtin.Pause, Binaries: []string{"/pause", "pause"}}
+	busybox := Image{Host: "busybox", Cmd: []string{"sh"}}
+	return ImageTable{
+		"nginx":                       {Builtin: builtin.Nginx, Binaries: []string{"nginx", "/usr/sbin/nginx", "/docker-entrypoint.sh"}},
+		"nginxinc/nginx-unprivileged": {Builtin: builtin.Nginx, Binaries: []string{"nginx", "/usr/sbin/nginx"}},
+		"httpd":                       {Builtin: builtin.Httpd, Binaries: []string{"httpd-foreground", "httpd"}},
+		"registry.k8s.io/e2e-test-images/agnhost": agnhost,
+		"k8s.gcr.io/e2e-test-images/agnhost":      agnhost,
+		"registry.k8s.io/pause":                   pause,
+		"k8s.gcr.io/pause":                        pause,
+		"hashicorp/http-echo":                     {Builtin: builtin.HTTPEcho, Binaries: []string{"/http-echo", "http-echo"}},
+		"busybox":                                 busybox,
+		"registry.k8s.io/e2e-test-images/busybox": busybox,
+		"gcr.io/google-containers/busybox":        busybox,
+		"registry.k8s.io/e2e-test-images/nginx":   {Builtin: builtin.Nginx, Binaries: []string{"nginx"}},
+		"registry.k8s.io/e2e-test-images/httpd":   {Builtin: builtin.Httpd, Binaries: []string{"httpd-foreground", "httpd"}},
+		"registry.k8s.io/serve_hostname":          {Builtin: builtin.Agnhost, Cmd: []string{"serve-hostname"}},
+	}
+}
+
+// LoadImageTable reads a YAML or JSON file of image entries and lays them
+// over the defaults.
+func LoadImageTable(file string) (ImageTable, error) {
+	t := DefaultImages()
+	if file == "" {
+		return t, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read image table: %w", err)
+	}
+	var extra ImageTable
+	if err := yaml.UnmarshalStrict(b, &extra); err != nil {
+		return nil, fmt.Errorf("parse image table %s: %w", file, err)
+	}
+	for name, img := range extra {
+		t[imageName(name)] = img
+	}
+	return t, nil
+}
+
+// imageName strips the tag, the digest and the implied docker.io/library/.
+func imageName(ref string) string {
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		ref = ref[:i]
+	}
+	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
+		ref = ref[:i]
+	}
+	for _, p := range []string{"docker.io/", "index.docker.io/"} {
+		ref = strings.TrimPrefix(ref, p)
+	}
+	return strings.TrimPrefix(ref, "library/")
+}
+
+// imageRef is the fully qualified reference a runtime reports for image.
+func imageRef(image string) string {
+	name := imageName(image)
+	tag := "latest"
+	rest := image
+	if i := strings.IndexByte(rest, '@'); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, ':'); i > strings.LastIndexByte(rest, '/') {
+		tag = rest[i+1:]
+	}
+	first, _, found := strings.Cut(name, "/")
+	if !found || !strings.ContainsAny(first, ".:") && first != "localhost" {
+		if !found {
+			name = "library/" + name
+		}
+		name = "docker.io/" + name
+	}
+	return name + ":" + tag
+}
+
+// errImageUnknown is an image the table does not know for a container
+// without a command: nothing to run.
+type errImageUnknown struct{ image string }
+
+func (e errImageUnknown) Error() string {
+	return fmt.Sprintf("svcnet pulls no images: image %q has no entry in the node's image table and the container sets no command; "+
+		"map it with `svcnet node --image-table FILE` (or `svcnet up --image-table FILE`), or give the container a command that runs on the host",
+		e.image)
+}
+
+// command is what a container runs: the executable and its argv.
+type command struct {
+	path string
+	argv []string
+	// imageID is what the container status reports as the image's ID.
+	imageID string
+}
+
+// resolve applies the image's entrypoint and CMD to the container's command
+// and args as a container runtime does, then maps the result to a process.
+func (t ImageTable) resolve(self string, c *corev1.Container) (command, error) {
+	img, known := t[imageName(c.Image)]
+	if !known {
+		if len(c.Command) == 0 {
+			return command{}, errImageUnknown{image: c.Image}
+		}
+		return hostCommand(append(append([]string{}, c.Command...), c.Args...), "host://"+c.Image)
+	}
+	argv := img.Entrypoint
+	switch {
+	case len(c.Command) > 0:
+		argv = append(append([]string{}, c.Command...), c.Args...)
+	case len(c.Args) > 0:
+		argv = append(append([]string{}, argv...), c.Args...)
+	default:
+		argv = append(append([]string{}, argv...), img.Cmd...)
+	}
+	switch {
+	case img.Builtin != "":
+		args := argv
+		if len(argv) > 0 && slices.Contains(img.Binaries, argv[0]) {
+			args = argv[1:]
+		} else if len(c.Command) > 0 {
+			// A command from elsewhere in the image (a shell): the host's.
+			return hostCommand(argv, "host://"+imageName(c.Image))
+		}
+		full := append([]string{self, "node", "image", img.Builtin, "--ports=" + tcpPorts(c), "--"}, args...)
+		return command{path: self, argv: full, imageID: "svcnet://builtin/" + img.Builtin}, nil
+	case img.Host != "":
+		if len(argv) == 0 {
+			return command{}, fmt.Errorf("image %q has no command to run", c.Image)
+		}
+		p, err := exec.LookPath(img.Host)
+		if err != nil {
+			return command{}, fmt.Errorf("image %q runs the host's %s: %w", c.Image, img.Host, err)
+		}
+		// The host binary picks its applet by argv[0].
+		argv = append([]string{path.Base(argv[0])}, argv[1:]...)
+		return command{path: p, argv: argv, imageID: "host://" + p}, nil
+	}
+	if len(argv) == 0 {
+		return command{}, fmt.Errorf("image %q has no command to run", c.Image)
+	}
+	return hostCommand(argv, "host://"+imageName(c.Image))
+}
+
+// hostCommand runs argv[0] from the host's PATH.
+func hostCommand(argv []string, imageID string) (command, error) {
+	p, err := exec.LookPath(argv[0])
+	if err != nil {
+		return command{}, fmt.Errorf("exec: %q: executable file not found on the node: %w", argv[0], err)
+	}
+	return command{path: p, argv: argv, imageID: imageID}, nil
+}
+
+// tcpPorts lists the container's TCP ports for the built-in servers.
+func tcpPorts(c *corev1.Container) string {
+	var ps []string
+	for _, p := range c.Ports {
+		if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+			ps = append(ps, strconv.Itoa(int(p.ContainerPort)))
+		}
+	}
+	return strings.Join(ps, ",")
+}

@@ -1,0 +1,320 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// maxLogSize rotates a container's log, as the kubelet's
+// containerLogMaxSize (10Mi) does.
+const maxLogSize = 10 << 20
+
+// sandbox is a pod's network and its generated files.
+type sandbox struct {
+	ip    string
+	netns string
+	etc   string
+}
+
+// waitReason is why a container is not running: the Waiting state's
+// reason and message.
+type waitReason struct{ reason, message string }
+
+// runPod makes the pod's sandbox, starts or restarts its containers as
+// its spec and restart policy say, and reports its status.
+func (a *Agent) runPod(ctx context.Context, w *podWorker, pod *corev1.Pod) error {
+	uid := string(pod.UID)
+	sb, err := a.ensureSandbox(pod)
+	if err != nil {
+		a.event(pod, "", corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
+		return err
+	}
+	runs, err := a.rt.containers(uid)
+	if err != nil {
+		return err
+	}
+	latest := latestRuns(runs)
+	waiting := map[string]waitReason{}
+	var retry time.Duration
+	want := func(d time.Duration) {
+		if d > 0 && (retry == 0 || d < retry) {
+			retry = d
+		}
+	}
+	policy := pod.Spec.RestartPolicy
+
+	initDone := true
+	for i := range pod.Spec.InitContainers {
+		spec := &pod.Spec.InitContainers[i]
+		c := latest[spec.Name]
+		if c != nil && !c.Running() && c.Exit.ExitCode == 0 {
+			continue
+		}
+		initDone = false
+		if c == nil || (!c.Running() && policy != corev1.RestartPolicyNever) {
+			want(a.maybeStart(ctx, pod, sb, spec, c, waiting))
+		}
+		break
+	}
+	if initDone {
+		for i := range pod.Spec.Containers {
+			spec := &pod.Spec.Containers[i]
+			c := latest[spec.Name]
+			switch {
+			case c == nil:
+				want(a.maybeStart(ctx, pod, sb, spec, nil, waiting))
+			case c.Running():
+				if msg, failed := a.probes.unhealthy(c); failed {
+					if err := a.killContainer(ctx, pod, c, gracePeriod(pod, probeGrace(spec)), msg); err != nil {
+						return err
+					}
+					want(time.Millisecond)
+				}
+			case restarts(policy, c.Exit.ExitCode):
+				want(a.maybeStart(ctx, pod, sb, spec, c, waiting))
+			}
+		}
+	}
+
+	if runs, err = a.rt.containers(uid); err != nil {
+		return err
+	}
+	if err := a.rt.prune(runs); err != nil {
+		return fmt.Errorf("prune old runs: %w", err)
+	}
+	var running []string
+	for _, c := range latestRuns(runs) {
+		if c.Running() {
+			running = append(running, c.dir)
+			if spec := specContainer(pod, c.Spec.Name); spec != nil {
+				a.probes.ensure(pod, spec, c, sb.ip)
+			}
+		}
+	}
+	w.setRunning(running)
+	a.probes.retain(pod.UID, running)
+
+	st := a.podStatus(pod, runs, waiting, false)
+	st.PodIP, st.PodIPs = sb.ip, []corev1.PodIP{{IP: sb.ip}}
+	if err := a.updateStatus(ctx, pod, st); err != nil {
+		return err
+	}
+	if retry > 0 {
+		w.pokeAfter(retry)
+	}
+	return nil
+}
+
+// restarts reports whether a container that exited with code is run
+// again under the pod's restart policy.
+func restarts(policy corev1.RestartPolicy, code int32) bool {
+	switch policy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return code != 0
+	}
+	return true
+}
+
+// probeGrace is a liveness probe's own termination grace period.
+func probeGrace(c *corev1.Container) *int64 {
+	if c.LivenessProbe != nil && c.LivenessProbe.TerminationGracePeriodSeconds != nil {
+		return c.LivenessProbe.TerminationGracePeriodSeconds
+	}
+	return nil
+}
+
+// latestRuns maps each container name to its newest run.
+func latestRuns(runs []*container) map[string]*container {
+	m := map[string]*container{}
+	for _, c := range runs {
+		if prev, ok := m[c.Spec.Name]; !ok || c.Spec.Attempt > prev.Spec.Attempt {
+			m[c.Spec.Name] = c
+		}
+	}
+	return m
+}
+
+// maybeStart starts the container's next run unless its last run is in
+// back-off; it returns when the pod wants its next sync.
+func (a *Agent) maybeStart(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container, prev *container, waiting map[string]waitReason) time.Duration {
+	attempt := 0
+	if prev != nil {
+		attempt = prev.Spec.Attempt + 1
+		key := backoffKey(pod, spec.Name)
+		if a.backoff.IsInBackOffSince(key, prev.Exit.FinishedAt) {
+			d := a.backoff.Get(key)
+			waiting[spec.Name] = waitReason{reason: "CrashLoopBackOff", message: fmt.Sprintf(
+				"back-off %s restarting failed container=%s pod=%s_%s(%s)", d, spec.Name, pod.Name, pod.Namespace, pod.UID)}
+			a.event(pod, spec.Name, corev1.EventTypeWarning, "BackOff", fmt.Sprintf(
+				"Back-off restarting failed container %s in pod %s_%s(%s)", spec.Name, pod.Name, pod.Namespace, pod.UID))
+			return d - time.Since(prev.Exit.FinishedAt)
+		}
+		a.backoff.Next(key, prev.Exit.FinishedAt)
+	}
+	if wr, err := a.startContainer(ctx, pod, sb, spec, attempt); err != nil {
+		waiting[spec.Name] = wr
+		if wr.reason == "ImagePullBackOff" {
+			return 10 * time.Second
+		}
+		return 2 * time.Second
+	}
+	return 0
+}
+
+// startContainer resolves the container's image, environment and files and
+// starts it. A container that cannot be started gets its waiting reason.
+func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container, attempt int) (waitReason, error) {
+	cmd, err := a.cfg.Images.resolve(a.cfg.Self, spec)
+	if err != nil {
+		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", spec.Image, err))
+		return waitReason{reason: "ImagePullBackOff", message: fmt.Sprintf("Back-off pulling image %q: %v", spec.Image, err)}, err
+	}
+	a.event(pod, spec.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", spec.Image))
+	env, err := a.env.containerEnv(ctx, pod, spec, sb.ip, a.nodeIP.String())
+	if err != nil {
+		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
+	}
+	env = withDefaults(env, podHostname(pod))
+	cs := containerSpec{
+		Name:       spec.Name,
+		Attempt:    attempt,
+		Image:      imageRef(spec.Image),
+		ImageRef:   cmd.imageID,
+		Path:       cmd.path,
+		Args:       expandArgs(cmd.argv, env),
+		Env:        env,
+		Dir:        spec.WorkingDir,
+		Hostname:   podHostname(pod),
+		NetNS:      sb.netns,
+		Mounts:     etcMounts(sb.etc, spec),
+		Log:        a.rt.logPath(pod.Namespace, pod.Name, string(pod.UID), spec.Name, attempt),
+		MaxLogSize: maxLogSize,
+	}
+	a.event(pod, spec.Name, corev1.EventTypeNormal, "Created", "Created container: "+spec.Name)
+	if err := a.rt.start(string(pod.UID), cs); err != nil {
+		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return waitReason{reason: "RunContainerError", message: err.Error()}, err
+	}
+	a.event(pod, spec.Name, corev1.EventTypeNormal, "Started", "Started container "+spec.Name)
+	if spec.Lifecycle != nil && spec.Lifecycle.PostStart != nil {
+		c, err := a.rt.load(a.rt.containerDir(string(pod.UID), spec.Name, attempt))
+		if err == nil && c != nil {
+			if err := a.runHandler(ctx, pod, c, spec.Lifecycle.PostStart); err != nil {
+				msg := fmt.Sprintf("PostStartHook failed: %v", err)
+				a.event(pod, spec.Name, corev1.EventTypeWarning, "FailedPostStartHook", msg)
+				_ = a.killContainer(ctx, pod, c, gracePeriod(pod, nil), "FailedPostStartHook")
+			}
+		}
+	}
+	return waitReason{}, nil
+}
+
+// withDefaults adds what a container runtime sets from the image and the
+// pod: PATH, HOSTNAME and HOME, unless the container sets them.
+func withDefaults(env []string, hostname string) []string {
+	have := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		have[k] = true
+	}
+	var out []string
+	for _, d := range []struct{ k, v string }{
+		{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		{"HOSTNAME", hostname},
+		{"HOME", "/root"},
+	} {
+		if !have[d.k] {
+			out = append(out, d.k+"="+d.v)
+		}
+	}
+	return append(out, env...)
+}
+
+// etcMounts are the pod's own /etc files, unless the container mounts a
+// volume there.
+func etcMounts(etc string, spec *corev1.Container) []bindFile {
+	var out []bindFile
+	for _, f := range []string{"hosts", "resolv.conf", "hostname"} {
+		target := "/etc/" + f
+		taken := false
+		for _, m := range spec.VolumeMounts {
+			if m.MountPath == target {
+				taken = true
+			}
+		}
+		if _, err := os.Stat(target); err != nil || taken {
+			continue
+		}
+		out = append(out, bindFile{Source: filepath.Join(etc, f), Target: target})
+	}
+	return out
+}
+
+// ensureSandbox records the pod, sets up its network and writes its
+// /etc files. The record comes first, so that a crash in between leaves
+// nothing that a restarted agent does not know of.
+func (a *Agent) ensureSandbox(pod *corev1.Pod) (*sandbox, error) {
+	uid := string(pod.UID)
+	dir := a.rt.podDir(uid)
+	etc := filepath.Join(dir, "etc")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		return nil, fmt.Errorf("create pod dir: %w", err)
+	}
+	rec, err := a.loadPodRecord(uid)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	rec.Pod = pod
+	if err := writeJSON(filepath.Join(dir, podRecordFile), rec); err != nil {
+		return nil, err
+	}
+	sb := &sandbox{etc: etc}
+	if pod.Spec.HostNetwork {
+		sb.ip = a.nodeIP.String()
+		if a.cfg.NetNS != "" {
+			sb.netns = filepath.Join("/var/run/netns", a.cfg.NetNS)
+		}
+	} else {
+		s, err := a.net.Setup(uid)
+		if err != nil {
+			return nil, err
+		}
+		sb.ip, sb.netns = s.IP.String(), s.NetNS
+	}
+	if rec.IP != sb.ip || rec.NetNS != sb.netns {
+		rec.IP, rec.NetNS = sb.ip, sb.netns
+		if err := writeJSON(filepath.Join(dir, podRecordFile), rec); err != nil {
+			return nil, err
+		}
+	}
+	hosts, err := podHosts(pod, sb.ip, a.cfg.ClusterDomain)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{
+		"hosts":       hosts,
+		"resolv.conf": podResolvConf(pod, a.resolv, a.cfg.ClusterDNS, a.cfg.ClusterDomain),
+		"hostname":    []byte(podHostname(pod) + "\n"),
+	}
+	for name, data := range files {
+		if old, err := os.ReadFile(filepath.Join(etc, name)); err == nil && string(old) == string(data) {
+			continue
+		}
+		// Written in place: a running container's bind mount keeps
+		// pointing at this inode.
+		if err := os.WriteFile(filepath.Join(etc, name), data, 0o644); err != nil {
+			return nil, fmt.Errorf("write pod %s: %w", name, err)
+		}
+	}
+	return sb, nil
+}

@@ -1,0 +1,249 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/rest"
+
+	"github.com/svcnet/svcnet/internal/pki"
+)
+
+// server is the node's HTTPS endpoint for the API server, as the kubelet's
+// port 10250: /containerLogs/{namespace}/{pod}/{container}. Clients must
+// present a certificate of the cluster's CA.
+type server struct {
+	agent *Agent
+	ln    net.Listener
+	tls   *tls.Config
+}
+
+// newServer listens on the configured address with a certificate of the
+// node's own CA in the data dir.
+func newServer(a *Agent) (*server, error) {
+	clientCAs, err := clusterCAs(a.cfg.REST)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", a.cfg.ListenAddress)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", a.cfg.ListenAddress, err)
+	}
+	dir := filepath.Join(a.cfg.DataDir, "pki")
+	ca, err := pki.LoadOrCreateCA(dir)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	host, _, _ := net.SplitHostPort(ln.Addr().String())
+	pair, err := ca.Serving(dir, "kubelet", []string{a.cfg.NodeName, "localhost"}, []net.IP{net.ParseIP(host), a.nodeIP})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	cert, err := pair.TLS()
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("load kubelet certificate: %w", err)
+	}
+	return &server{agent: a, ln: ln, tls: &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    clientCAs,
+		MinVersion:   tls.VersionTLS12,
+	}}, nil
+}
+
+// clusterCAs is the CA the API client trusts, which also signs the API
+// server's client certificate.
+func clusterCAs(cfg *rest.Config) (*x509.CertPool, error) {
+	data := cfg.CAData
+	if len(data) == 0 && cfg.CAFile != "" {
+		b, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read cluster CA: %w", err)
+		}
+		data = b
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, errors.New("the kubeconfig holds no cluster CA to verify the API server's client certificate with")
+	}
+	return pool, nil
+}
+
+// endpoint is where the API server reaches this server.
+func (s *server) endpoint() string {
+	host, port, _ := net.SplitHostPort(s.ln.Addr().String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = s.agent.nodeIP.String()
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func (s *server) port() int32 {
+	_, port, _ := net.SplitHostPort(s.ln.Addr().String())
+	n, _ := strconv.Atoi(port)
+	return int32(n)
+}
+
+func (s *server) serve(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	srv := &http.Server{
+		Handler:           mux,
+		TLSConfig:         s.tls,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(s.ln, "", "") }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve kubelet API: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	<-errc
+	return nil
+}
+
+// containerLogs serves one container's log with pods/log's options.
+func (s *server) containerLogs(w http.ResponseWriter, r *http.Request) {
+	ns, name, cname := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
+	pod, err := s.agent.podLister.Pods(ns).Get(name)
+	if err != nil {
+		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name))
+		return
+	}
+	opts, err := parseLogOptions(r)
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	c, err := s.agent.logRun(pod, cname, r.URL.Query().Get("previous") == "true")
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Transfer-Encoding", "chunked")
+	fw := &flushWriter{w: w}
+	fw.flush()
+	if err := s.agent.rt.readLog(r.Context(), c, opts, fw); err != nil {
+		slog.Debug("serve container log", "pod", ns+"/"+name, "container", cname, "err", err)
+	}
+}
+
+// flushWriter flushes after each write, for followed logs.
+type flushWriter struct{ w http.ResponseWriter }
+
+func (f *flushWriter) Write(p []byte) (int, error) { return f.w.Write(p) }
+func (f *flushWriter) Flush()                      { f.flush() }
+func (f *flushWriter) flush() {
+	if fl, ok := f.w.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+func parseLogOptions(r *http.Request) (logOptions, error) {
+	q := r.URL.Query()
+	o := logOptions{follow: q.Get("follow") == "true", timestamps: q.Get("timestamps") == "true"}
+	for _, p := range []struct {
+		name string
+		into **int64
+	}{{"tailLines", &o.tailLines}, {"limitBytes", &o.limitBytes}} {
+		if v := q.Get(p.name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return o, fmt.Errorf("invalid %s %q", p.name, v)
+			}
+			*p.into = &n
+		}
+	}
+	if v := q.Get("sinceSeconds"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("invalid sinceSeconds %q", v)
+		}
+		o.since = time.Now().Add(-time.Duration(n) * time.Second)
+	}
+	if v := q.Get("sinceTime"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return o, fmt.Errorf("invalid sinceTime %q", v)
+		}
+		o.since = t
+	}
+	return o, nil
+}
+
+// logRun picks the container run whose log is asked for, with the
+// kubelet's errors for a container that has none yet.
+func (a *Agent) logRun(pod *corev1.Pod, name string, previous bool) (*container, error) {
+	if specContainer(pod, name) == nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", name, pod.Name))
+	}
+	runs, err := a.rt.containers(string(pod.UID))
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var mine []*container
+	for _, c := range runs {
+		if c.Spec.Name == name {
+			mine = append(mine, c)
+		}
+	}
+	if previous {
+		if len(mine) < 2 {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("previous terminated container %q in pod %q not found", name, pod.Name))
+		}
+		return mine[len(mine)-2], nil
+	}
+	if len(mine) == 0 {
+		reason := "ContainerCreating"
+		for _, cs := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+			if cs.Name == name && cs.State.Waiting != nil && cs.State.Waiting.Reason != "" {
+				reason = cs.State.Waiting.Reason
+			}
+		}
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start: %s", name, pod.Name, strings.TrimSpace(reason)))
+	}
+	return mine[len(mine)-1], nil
+}
+
+// writeStatus answers an API error as a Status object.
+func writeStatus(w http.ResponseWriter, err error) {
+	var se apierrors.APIStatus
+	st := metav1.Status{Status: metav1.StatusFailure, Message: err.Error(), Code: http.StatusInternalServerError}
+	if errors.As(err, &se) {
+		st = se.Status()
+	}
+	st.Kind, st.APIVersion = "Status", "v1"
+	b, _ := json.Marshal(st)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(st.Code))
+	_, _ = w.Write(b)
+}

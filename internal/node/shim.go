@@ -1,0 +1,382 @@
+package node
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// The shim is the container's parent, what containerd's shim is to a
+// container: the agent starts one per container run (`svcnet node shim
+// DIR`), in a new UTS and mount namespace, and the shim
+//
+//   - bind-mounts the pod's own /etc/hosts, /etc/resolv.conf and
+//     /etc/hostname privately (the host's files stay as they are),
+//   - sets the pod's hostname,
+//   - joins the pod's network namespace on one thread and starts the
+//     container's process from it, so the process lives there,
+//   - writes the process's output to the container's log in the CRI format,
+//   - records the start and the exit in DIR.
+//
+// It runs in its own session, so it and the container outlive a crash or a
+// restart of the agent; a restarted agent finds both through DIR.
+
+// Files in a container run's directory.
+const (
+	specFile  = "spec.json"
+	stateFile = "state.json"
+	exitFile  = "exit.json"
+	shimLog   = "shim.log"
+)
+
+// containerSpec is what the shim runs: written by the agent before the
+// shim starts.
+type containerSpec struct {
+	ID string `json:"id"`
+	// Name is the container's name; Attempt counts its runs from 0.
+	Name    string `json:"name"`
+	Attempt int    `json:"attempt"`
+	// Image is the image as the pod names it; ImageRef what it maps to.
+	Image    string   `json:"image"`
+	ImageRef string   `json:"imageRef"`
+	Path     string   `json:"path"`
+	Args     []string `json:"args"`
+	Env      []string `json:"env"`
+	Dir      string   `json:"dir,omitempty"`
+	Hostname string   `json:"hostname"`
+	// NetNS is the network namespace to join; empty keeps the shim's.
+	NetNS  string     `json:"netns,omitempty"`
+	Mounts []bindFile `json:"mounts,omitempty"`
+	Log    string     `json:"log"`
+	// MaxLogSize rotates the log once it is reached.
+	MaxLogSize int64 `json:"maxLogSize"`
+}
+
+// bindFile is a file or directory mounted at Target in the container.
+type bindFile struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+}
+
+// containerState is written once the process has started.
+type containerState struct {
+	ShimPID int `json:"shimPID"`
+	// ShimStart is the shim's start time in clock ticks since boot, which
+	// tells the shim from a later process that reuses its PID.
+	ShimStart uint64    `json:"shimStart"`
+	PID       int       `json:"pid"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// containerExit is written when the process has ended or failed to start.
+type containerExit struct {
+	ExitCode   int32     `json:"exitCode"`
+	Signal     int32     `json:"signal,omitempty"`
+	Reason     string    `json:"reason"`
+	Message    string    `json:"message,omitempty"`
+	FinishedAt time.Time `json:"finishedAt"`
+}
+
+// shimReadyFD is the pipe on which the shim reports the start: "ok" or an
+// error message, then EOF.
+const shimReadyFD = 3
+
+// RunShim is the shim's main: it runs the container described in dir and
+// returns when the container has exited.
+func RunShim(dir string) error {
+	// The container must not inherit the pipe, or the agent would wait
+	// for its end as long as the container runs.
+	unix.CloseOnExec(shimReadyFD)
+	ready := os.NewFile(shimReadyFD, "ready")
+	spec, err := readJSON[containerSpec](filepath.Join(dir, specFile))
+	if err != nil {
+		fmt.Fprintf(ready, "read spec: %v", err)
+		return err
+	}
+	cmd, logs, err := startContainer(dir, spec)
+	if err != nil {
+		fmt.Fprint(ready, err.Error())
+		ready.Close()
+		return writeJSON(filepath.Join(dir, exitFile), containerExit{
+			ExitCode: 128, Reason: "StartError", Message: err.Error(), FinishedAt: time.Now().UTC(),
+		})
+	}
+	_, _ = io.WriteString(ready, "ok")
+	ready.Close()
+
+	// The agent signals the container; the shim itself only needs to live
+	// until the container is gone.
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	waitErr := cmd.Wait()
+	// Like the end of a container's PID namespace: what the process left
+	// behind goes with it.
+	_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+	logs.close(2 * time.Second)
+	return writeJSON(filepath.Join(dir, exitFile), exitOf(cmd.ProcessState, waitErr))
+}
+
+// startContainer prepares the namespaces and starts the process.
+func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, error) {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return nil, nil, fmt.Errorf("make the mount namespace private: %w", err)
+	}
+	for _, m := range spec.Mounts {
+		if err := unix.Mount(m.Source, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return nil, nil, fmt.Errorf("mount %s on %s: %w", m.Source, m.Target, err)
+		}
+		if m.ReadOnly {
+			if err := unix.Mount("", m.Target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+				return nil, nil, fmt.Errorf("make %s read-only: %w", m.Target, err)
+			}
+		}
+	}
+	if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+		return nil, nil, fmt.Errorf("set hostname: %w", err)
+	}
+	logs, err := openLogWriter(spec.Log, spec.MaxLogSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := &exec.Cmd{
+		Path:        spec.Path,
+		Args:        spec.Args,
+		Env:         spec.Env,
+		Dir:         spec.Dir,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	stdout, err := logs.stream("stdout")
+	if err != nil {
+		return nil, nil, err
+	}
+	stderr, err := logs.stream("stderr")
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := startInNamespace(cmd, spec.NetNS); err != nil {
+		logs.close(0)
+		return nil, nil, err
+	}
+	stdout.Close()
+	stderr.Close()
+	st := containerState{ShimPID: os.Getpid(), PID: cmd.Process.Pid, StartedAt: time.Now().UTC()}
+	st.ShimStart, _ = processStart(st.ShimPID)
+	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
+		_ = cmd.Process.Kill()
+		return nil, nil, err
+	}
+	return cmd, logs, nil
+}
+
+// startInNamespace starts cmd from a thread inside the network namespace
+// at path; the child inherits the thread's namespace.
+func startInNamespace(cmd *exec.Cmd, path string) error {
+	if path == "" {
+		return cmd.Start()
+	}
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return fmt.Errorf("open network namespace %s: %w", path, err)
+	}
+	defer ns.Close()
+	// This thread stays in the pod's namespace; it exits with the
+	// goroutine, which never unlocks it.
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := netns.Set(ns); err != nil {
+			done <- fmt.Errorf("join network namespace %s: %w", path, err)
+			return
+		}
+		done <- cmd.Start()
+	}()
+	return <-done
+}
+
+// exitOf turns a process's end into the container's exit record.
+func exitOf(ps *os.ProcessState, waitErr error) containerExit {
+	e := containerExit{FinishedAt: time.Now().UTC(), Reason: "Completed"}
+	if ps == nil {
+		e.ExitCode, e.Reason, e.Message = 128, "Error", fmt.Sprint(waitErr)
+		return e
+	}
+	ws, _ := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		e.Signal = int32(ws.Signal())
+		e.ExitCode = 128 + e.Signal
+	default:
+		e.ExitCode = int32(ws.ExitStatus())
+	}
+	if e.ExitCode != 0 {
+		e.Reason = "Error"
+	}
+	return e
+}
+
+// processStart is a process's start time in clock ticks since boot, field
+// 22 of /proc/PID/stat.
+func processStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces; fields count from its closing ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// logWriter writes a container's streams to its log in the CRI format,
+// "<RFC3339Nano time> <stream> <F|P> <line>", rotating it at a size.
+type logWriter struct {
+	mu      sync.Mutex
+	path    string
+	max     int64
+	f       *os.File
+	size    int64
+	readers sync.WaitGroup
+	pipes   []*os.File
+}
+
+// logLineMax splits longer lines into partial (P) records, as CRI does.
+const logLineMax = 16 * 1024
+
+func openLogWriter(path string, max int64) (*logWriter, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create log dir: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat log: %w", err)
+	}
+	return &logWriter{path: path, max: max, f: f, size: fi.Size()}, nil
+}
+
+// stream returns the write end of a pipe whose lines are logged as name.
+func (w *logWriter) stream(name string) (*os.File, error) {
+	r, wr, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("pipe for %s: %w", name, err)
+	}
+	w.pipes = append(w.pipes, r)
+	w.readers.Go(func() {
+		br := bufio.NewReaderSize(r, logLineMax)
+		for {
+			line, err := br.ReadSlice('\n')
+			if len(line) > 0 {
+				tag := "P"
+				if line[len(line)-1] == '\n' {
+					tag, line = "F", line[:len(line)-1]
+				}
+				w.write(name, tag, line)
+			}
+			if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+				return
+			}
+		}
+	})
+	return wr, nil
+}
+
+func (w *logWriter) write(stream, tag string, line []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rec := make([]byte, 0, len(line)+48)
+	rec = time.Now().UTC().AppendFormat(rec, time.RFC3339Nano)
+	rec = append(rec, ' ')
+	rec = append(rec, stream...)
+	rec = append(rec, ' ')
+	rec = append(rec, tag...)
+	rec = append(rec, ' ')
+	rec = append(rec, line...)
+	rec = append(rec, '\n')
+	if w.max > 0 && w.size+int64(len(rec)) > w.max && w.size > 0 {
+		w.rotate()
+	}
+	n, _ := w.f.Write(rec)
+	w.size += int64(n)
+}
+
+// rotate keeps one older file, path.1, as the kubelet keeps a few.
+func (w *logWriter) rotate() {
+	if err := os.Rename(w.path, w.path+".1"); err != nil {
+		return
+	}
+	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return
+	}
+	w.f.Close()
+	w.f, w.size = f, 0
+}
+
+// close waits up to grace for the streams to end, then closes the log.
+func (w *logWriter) close(grace time.Duration) {
+	for _, p := range w.pipes {
+		_ = p.SetReadDeadline(time.Now().Add(grace))
+	}
+	w.readers.Wait()
+	for _, p := range w.pipes {
+		p.Close()
+	}
+	w.mu.Lock()
+	w.f.Close()
+	w.mu.Unlock()
+}
+
+func readJSON[T any](path string) (T, error) {
+	var v T
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return v, nil
+}
+
+// writeJSON replaces path atomically.
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	return nil
+}

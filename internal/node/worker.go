@@ -1,0 +1,367 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// podWorker owns one pod: its goroutine runs every sync of that pod, one at
+// a time, so that no two actions on a pod race.
+type podWorker struct {
+	uid  types.UID
+	wake chan struct{}
+
+	mu sync.Mutex
+	// pod is the latest from the API; gone is set once it left the API.
+	pod  *corev1.Pod
+	gone bool
+	// running are the container run directories seen running at the last
+	// sync, which the relist loop watches for exits.
+	running []string
+	timer   *time.Timer
+}
+
+// poke asks for a sync soon.
+func (w *podWorker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pokeAfter asks for a sync after d, replacing an earlier request.
+func (w *podWorker) pokeAfter(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.timer = time.AfterFunc(d, w.poke)
+}
+
+func (w *podWorker) snapshot() (*corev1.Pod, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pod, w.gone
+}
+
+// worker returns uid's worker, starting it if needed.
+func (a *Agent) worker(ctx context.Context, uid types.UID) *podWorker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w, ok := a.workers[uid]; ok {
+		return w
+	}
+	w := &podWorker{uid: uid, wake: make(chan struct{}, 1)}
+	a.workers[uid] = w
+	a.wg.Go(func() { a.runWorker(ctx, w) })
+	return w
+}
+
+func (a *Agent) podChanged(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || a.runCtx.Err() != nil {
+		return
+	}
+	w := a.worker(a.runCtx, pod.UID)
+	w.mu.Lock()
+	w.pod, w.gone = pod, false
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (a *Agent) podGone(ctx context.Context, uid types.UID) {
+	if ctx.Err() != nil {
+		return
+	}
+	w := a.worker(ctx, uid)
+	w.mu.Lock()
+	w.gone = true
+	w.mu.Unlock()
+	w.poke()
+}
+
+// runWorker syncs the pod on every poke until the pod is gone and cleaned
+// up, or ctx ends.
+func (a *Agent) runWorker(ctx context.Context, w *podWorker) {
+	defer func() {
+		w.mu.Lock()
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		w.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		}
+		done, retry, err := a.syncPod(ctx, w)
+		if err != nil && ctx.Err() == nil {
+			slog.Info("pod sync failed", "pod", w.uid, "err", err)
+			if retry == 0 {
+				retry = 2 * time.Second
+			}
+		}
+		if done {
+			a.mu.Lock()
+			delete(a.workers, w.uid)
+			a.mu.Unlock()
+			a.probes.removePod(w.uid)
+			return
+		}
+		if retry > 0 {
+			w.pokeAfter(retry)
+		}
+	}
+}
+
+// relist finds containers that exited since the last sync of their pod,
+// as the kubelet's PLEG relists every second.
+func (a *Agent) relist(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		a.mu.Lock()
+		ws := make([]*podWorker, 0, len(a.workers))
+		for _, w := range a.workers {
+			ws = append(ws, w)
+		}
+		a.mu.Unlock()
+		for _, w := range ws {
+			w.mu.Lock()
+			dirs := w.running
+			w.mu.Unlock()
+			for _, d := range dirs {
+				c, err := a.rt.load(d)
+				if err != nil || c == nil || !c.Running() {
+					w.poke()
+					break
+				}
+			}
+		}
+	}
+}
+
+// podRecord is what the agent keeps of a pod beside its containers: the
+// pod as last seen (to stop it once it left the API) and its sandbox.
+type podRecord struct {
+	Pod   *corev1.Pod `json:"pod"`
+	IP    string      `json:"ip,omitempty"`
+	NetNS string      `json:"netns,omitempty"`
+}
+
+const podRecordFile = "pod.json"
+
+func (a *Agent) loadPodRecord(uid string) (podRecord, error) {
+	return readJSON[podRecord](filepath.Join(a.rt.podDir(uid), podRecordFile))
+}
+
+// syncPod brings one pod in line. done means the worker may stop; retry
+// asks for another sync after that long.
+func (a *Agent) syncPod(ctx context.Context, w *podWorker) (done bool, retry time.Duration, err error) {
+	pod, gone := w.snapshot()
+	uid := string(w.uid)
+	if gone || pod == nil {
+		return a.removePod(ctx, uid)
+	}
+	if pod.DeletionTimestamp != nil {
+		return false, 0, a.terminatePod(ctx, w, pod)
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		// A finished pod keeps its logs and status; its network goes.
+		return false, 0, a.net.Teardown(uid)
+	}
+	return false, 0, a.runPod(ctx, w, pod)
+}
+
+// removePod stops and deletes everything of a pod no longer in the API.
+func (a *Agent) removePod(ctx context.Context, uid string) (bool, time.Duration, error) {
+	rec, err := a.loadPodRecord(uid)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, 0, err
+	}
+	if err := a.killContainers(ctx, uid, rec.Pod, nil); err != nil {
+		return false, 0, err
+	}
+	if err := a.net.Teardown(uid); err != nil {
+		return false, 0, err
+	}
+	logDir := ""
+	if rec.Pod != nil {
+		logDir = filepath.Dir(filepath.Dir(a.rt.logPath(rec.Pod.Namespace, rec.Pod.Name, uid, "x", 0)))
+	}
+	if err := a.rt.remove(uid, logDir); err != nil {
+		return false, 0, fmt.Errorf("remove pod files: %w", err)
+	}
+	for _, key := range a.backoffKeys(rec.Pod) {
+		a.backoff.DeleteEntry(key)
+	}
+	return true, 0, nil
+}
+
+// terminatePod stops a pod being deleted within its grace period, then
+// deletes it from the API for good.
+func (a *Agent) terminatePod(ctx context.Context, w *podWorker, pod *corev1.Pod) error {
+	grace := gracePeriod(pod, nil)
+	uid := string(pod.UID)
+	if err := a.killContainers(ctx, uid, pod, &grace); err != nil {
+		return err
+	}
+	if err := a.net.Teardown(uid); err != nil {
+		return err
+	}
+	runs, err := a.rt.containers(uid)
+	if err != nil {
+		return err
+	}
+	w.setRunning(nil)
+	st := a.podStatus(pod, runs, nil, true)
+	if err := a.updateStatus(ctx, pod, st); err != nil && !apierrors.IsNotFound(err) {
+		slog.Info("final pod status", "pod", klogRef(pod), "err", err)
+	}
+	err = a.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete pod %s: %w", klogRef(pod), err)
+	}
+	return nil
+}
+
+// gracePeriod is the pod's deletion grace, else its spec's, at least 2 s
+// as the kubelet allows; override comes from a probe.
+func gracePeriod(pod *corev1.Pod, override *int64) time.Duration {
+	g := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	switch {
+	case override != nil:
+		g = *override
+	case pod == nil:
+		g = 2
+	case pod.DeletionGracePeriodSeconds != nil:
+		g = *pod.DeletionGracePeriodSeconds
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		g = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return time.Duration(max(g, 2)) * time.Second
+}
+
+// killContainers stops every running container of the pod in parallel,
+// running preStop hooks first, within the grace period.
+func (a *Agent) killContainers(ctx context.Context, uid string, pod *corev1.Pod, grace *time.Duration) error {
+	runs, err := a.rt.containers(uid)
+	if err != nil {
+		return err
+	}
+	g := gracePeriod(pod, nil)
+	if grace != nil {
+		g = *grace
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(runs))
+	for i, c := range runs {
+		if !c.Running() {
+			continue
+		}
+		wg.Go(func() {
+			errs[i] = a.killContainer(ctx, pod, c, g, "")
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// killContainer runs c's preStop hook, then stops it; the hook's time
+// counts against grace.
+func (a *Agent) killContainer(ctx context.Context, pod *corev1.Pod, c *container, grace time.Duration, reason string) error {
+	deadline := time.Now().Add(grace)
+	if pod != nil {
+		if msg := reason; msg != "" {
+			a.event(pod, c.Spec.Name, corev1.EventTypeNormal, "Killing", msg)
+		} else {
+			a.event(pod, c.Spec.Name, corev1.EventTypeNormal, "Killing", "Stopping container "+c.Spec.Name)
+		}
+		if spec := specContainer(pod, c.Spec.Name); spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+			hctx, cancel := context.WithDeadline(ctx, deadline)
+			if err := a.runHandler(hctx, pod, c, spec.Lifecycle.PreStop); err != nil {
+				a.event(pod, c.Spec.Name, corev1.EventTypeWarning, "FailedPreStopHook", fmt.Sprintf("PreStopHook failed: %v", err))
+			}
+			cancel()
+		}
+	}
+	return a.rt.stop(ctx, c, max(time.Until(deadline), 0))
+}
+
+// specContainer finds a container or init container of the pod by name.
+func specContainer(pod *corev1.Pod, name string) *corev1.Container {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+func (w *podWorker) setRunning(dirs []string) {
+	w.mu.Lock()
+	w.running = dirs
+	w.mu.Unlock()
+}
+
+// event records an event about a pod's container.
+func (a *Agent) event(pod *corev1.Pod, container, kind, reason, msg string) {
+	ref := &corev1.ObjectReference{
+		Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+		ResourceVersion: pod.ResourceVersion,
+	}
+	if container != "" {
+		ref.FieldPath = fmt.Sprintf("spec.containers{%s}", container)
+		for _, c := range pod.Spec.InitContainers {
+			if c.Name == container {
+				ref.FieldPath = fmt.Sprintf("spec.initContainers{%s}", container)
+			}
+		}
+	}
+	a.recorder.Event(ref, kind, reason, msg)
+}
+
+func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+func (a *Agent) backoffKeys(pod *corev1.Pod) []string {
+	if pod == nil {
+		return nil
+	}
+	var keys []string
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		keys = append(keys, backoffKey(pod, c.Name))
+	}
+	return keys
+}
+
+func backoffKey(pod *corev1.Pod, name string) string {
+	return string(pod.UID) + "/" + name
+}

@@ -1,0 +1,402 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// nodeName is the Node of every node test's cluster.
+const nodeName = "e2e-node"
+
+// nodeCluster is `svcnet up` with a node whose network lives in a network
+// namespace made for the test alone.
+type nodeCluster struct {
+	*cluster
+	netns string
+}
+
+var netnsSeq atomic.Int32
+
+// startNodeCluster creates a network namespace, starts `svcnet up` with its
+// node inside it and waits for the node to be Ready. When the test ends,
+// the cluster stops (stopping its pods), then every process, mount and
+// namespace the test made is removed, also after a failure.
+func startNodeCluster(t *testing.T) *nodeCluster {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node tests need root for network namespaces, and CI runs as root")
+		}
+		t.Skip("node tests need root for network namespaces; CI runs them as root")
+	}
+	ns := fmt.Sprintf("svcnet-e2e-%d-%d", os.Getpid(), netnsSeq.Add(1))
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+	}
+	c := &nodeCluster{netns: ns}
+	defer func() {
+		if c.cluster == nil { // startCluster failed: its cleanups run, then ours
+			t.Cleanup(func() { removeNetns(t, ns) })
+		}
+	}()
+	c.cluster = startCluster(t, "--netns", ns, "--node-name", nodeName, "--metrics-bind-address", "0",
+		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	// Runs before the harness's own stop: stop gracefully, then reap.
+	t.Cleanup(func() {
+		c.stop()
+		reapNode(t, c.dataDir)
+		removeNetns(t, ns)
+	})
+	eventually(t, 30*time.Second, func() string {
+		out, _ := c.kubectl("", "get", "node", nodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		if out != "True" {
+			return "node not Ready: " + out
+		}
+		return ""
+	})
+	return c
+}
+
+func removeNetns(t *testing.T, ns string) {
+	if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+		t.Errorf("ip netns del %s: %v: %s", ns, err, out)
+	}
+}
+
+// reapNode kills what a node left running (after a failed stop) from the
+// PIDs its state files record, and unmounts its pod namespaces.
+func reapNode(t *testing.T, dataDir string) {
+	states, _ := filepath.Glob(filepath.Join(dataDir, "node", "pods", "*", "containers", "*", "*", "state.json"))
+	for _, f := range states {
+		var st struct {
+			ShimPID int `json:"shimPID"`
+			PID     int `json:"pid"`
+		}
+		b, err := os.ReadFile(f)
+		if err != nil || json.Unmarshal(b, &st) != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(f), "exit.json")); err == nil {
+			continue // ended: the PIDs may belong to others by now
+		}
+		t.Errorf("container %s still running after the cluster stopped", f)
+		_ = syscall.Kill(-st.PID, syscall.SIGKILL)
+		_ = syscall.Kill(st.ShimPID, syscall.SIGKILL)
+	}
+	mounts, _ := filepath.Glob(filepath.Join(dataDir, "node", "cni", "netns", "*"))
+	for _, m := range mounts {
+		t.Errorf("pod namespace %s left after the cluster stopped", m)
+		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+}
+
+// pod applies a one-container pod bound to the test's node.
+func (c *nodeCluster) pod(name, image, extra string) {
+	c.t.Helper()
+	c.withStdin(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, labels: {app: %s}}
+spec:
+  nodeName: %s
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: %s
+%s`, name, name, nodeName, image, extra), "apply", "-f", "-")
+}
+
+// jsonpath reads a field of an object.
+func (c *nodeCluster) jsonpath(kind, name, path string) string {
+	c.t.Helper()
+	out, _ := c.kubectl("", "get", kind, name, "-o", "jsonpath="+path)
+	return out
+}
+
+func (c *nodeCluster) waitReady(name string, want string, timeout time.Duration) {
+	c.t.Helper()
+	eventually(c.t, timeout, func() string {
+		if got := c.jsonpath("pod", name, `{.status.conditions[?(@.type=="Ready")].status}`); got != want {
+			return fmt.Sprintf("pod %s Ready=%q, want %q; status: %s", name, got, want, c.jsonpath("pod", name, "{.status}"))
+		}
+		return ""
+	})
+}
+
+// netnsOf is the path that pins a pod's network namespace.
+func (c *nodeCluster) netnsOf(pod string) string {
+	return filepath.Join(c.dataDir, "node", "cni", "netns", c.jsonpath("pod", pod, "{.metadata.uid}"))
+}
+
+// inNetns runs the host's busybox applet inside a network namespace.
+func inNetns(t *testing.T, nsPath string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("nsenter", append([]string{"--net=" + nsPath, "busybox"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func TestNodeNginxPodsReachEachOther(t *testing.T) {
+	c := startNodeCluster(t)
+	for _, n := range []string{"nginx-a", "nginx-b"} {
+		c.pod(n, "nginx", "    ports: [{containerPort: 80}]\n")
+	}
+	for _, n := range []string{"nginx-a", "nginx-b"} {
+		c.waitReady(n, "True", 30*time.Second)
+	}
+	_, cidr, err := net.ParseCIDR(c.jsonpath("node", nodeName, "{.spec.podCIDR}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipA, ipB := c.jsonpath("pod", "nginx-a", "{.status.podIP}"), c.jsonpath("pod", "nginx-b", "{.status.podIP}")
+	if ipA == ipB || !cidr.Contains(net.ParseIP(ipA)) || !cidr.Contains(net.ParseIP(ipB)) {
+		t.Fatalf("pod IPs %s and %s: want distinct addresses in %s", ipA, ipB, cidr)
+	}
+	if got := c.jsonpath("pod", "nginx-a", "{.status.phase} {.status.containerStatuses[0].ready} {.status.hostIP}"); !strings.HasPrefix(got, "Running true ") {
+		t.Errorf("pod status: %s", got)
+	}
+	// From pod a's network, GET pod b: the default page, naming pod b.
+	out, err := inNetns(t, c.netnsOf("nginx-a"), "wget", "-S", "-q", "-O-", "http://"+ipB+"/")
+	if err != nil || !strings.Contains(out, "Welcome to nginx!") || !strings.Contains(out, "X-Pod-Name: nginx-b") {
+		t.Fatalf("GET pod b from pod a: %v\n%s", err, out)
+	}
+	// Pod b saw pod a's own address: no NAT between pods.
+	if logs := c.must("logs", "nginx-b"); !strings.Contains(logs, ipA+` - - [`) {
+		t.Errorf("pod b's access log does not show pod a's address %s:\n%s", ipA, logs)
+	}
+}
+
+func TestNodeProbes(t *testing.T) {
+	c := startNodeCluster(t)
+	dir := t.TempDir()
+	ready, live := filepath.Join(dir, "ready"), filepath.Join(dir, "live")
+	for _, f := range []string{ready, live} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.pod("probed", "busybox", fmt.Sprintf(`    command: [sleep, "3600"]
+    readinessProbe: {exec: {command: [test, -e, %q]}, periodSeconds: 1, failureThreshold: 2}
+    livenessProbe: {exec: {command: [test, -e, %q]}, periodSeconds: 1, failureThreshold: 2}
+`, ready, live))
+	c.waitReady("probed", "True", 30*time.Second)
+
+	// Readiness: NotReady within periodSeconds × failureThreshold (+ slack).
+	if err := os.Remove(ready); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.waitReady("probed", "False", 10*time.Second)
+	if d := time.Since(start); d > 2*time.Second+1500*time.Millisecond {
+		t.Errorf("NotReady after %s, want within 2s of the probe failing", d)
+	}
+	if got := c.jsonpath("pod", "probed", "{.status.restartCount}{.status.containerStatuses[0].restartCount}"); got != "0" {
+		t.Errorf("a readiness failure restarted the container: restartCount %s", got)
+	}
+	if err := os.WriteFile(ready, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.waitReady("probed", "True", 10*time.Second)
+
+	// Liveness: the container is restarted and restartCount goes up.
+	if err := os.Remove(live); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, func() string {
+		if n := c.jsonpath("pod", "probed", "{.status.containerStatuses[0].restartCount}"); n == "0" || n == "" {
+			return "restartCount " + n
+		}
+		return ""
+	})
+	if err := os.WriteFile(live, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.waitReady("probed", "True", 20*time.Second)
+	if ev := c.must("get", "events", "--field-selector", "involvedObject.name=probed"); !strings.Contains(ev, "failed liveness probe, will be restarted") {
+		t.Errorf("no Killing event for the liveness failure:\n%s", ev)
+	}
+}
+
+func TestNodeLogs(t *testing.T) {
+	c := startNodeCluster(t)
+	c.pod("talker", "busybox", `    command: [sh, -c, 'i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done']
+`)
+	c.pod("crasher", "busybox", `    command: [sh, -c, 'echo run started; sleep 1; echo run failed >&2; exit 1']
+`)
+	c.waitReady("talker", "True", 30*time.Second)
+
+	lines := make(chan string, 100)
+	stop := c.kubectlStream(lines, "logs", "-f", "talker")
+	deadline := time.After(10 * time.Second)
+	var got []string
+	for len(got) < 5 {
+		select {
+		case l := <-lines:
+			got = append(got, l)
+		case <-deadline:
+			stop()
+			t.Fatalf("kubectl logs -f streamed %q in 10s", got)
+		}
+	}
+	stop()
+	first, err1 := strconv.Atoi(strings.TrimPrefix(got[0], "line "))
+	last, err2 := strconv.Atoi(strings.TrimPrefix(got[4], "line "))
+	if err1 != nil || err2 != nil || last != first+4 {
+		t.Errorf("followed lines %q", got)
+	}
+	if out := c.must("logs", "talker", "--tail=1", "--timestamps"); strings.Count(out, "\n") != 1 || !strings.Contains(out, "Z line ") {
+		t.Errorf("logs --tail=1 --timestamps: %q", out)
+	}
+
+	eventually(t, 30*time.Second, func() string {
+		if n := c.jsonpath("pod", "crasher", "{.status.containerStatuses[0].restartCount}"); n == "0" || n == "" {
+			return "restartCount " + n
+		}
+		return ""
+	})
+	if out := c.must("logs", "crasher", "--previous"); out != "run started\nrun failed\n" {
+		t.Errorf("logs --previous: %q", out)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if r := c.jsonpath("pod", "crasher", "{.status.containerStatuses[0].state.waiting.reason}"); r != "CrashLoopBackOff" {
+			return "waiting reason " + r
+		}
+		return ""
+	})
+	if out := c.fails("logs", "talker", "-c", "nope"); !strings.Contains(out, "container nope is not valid for pod talker") {
+		t.Errorf("logs of an unknown container: %s", out)
+	}
+}
+
+func TestNodeEnvironment(t *testing.T) {
+	c := startNodeCluster(t)
+	c.withStdin(`apiVersion: v1
+kind: Service
+metadata: {name: backend-svc}
+spec:
+  selector: {app: backend}
+  ports: [{name: http, port: 8080, targetPort: 80}]
+`, "apply", "-f", "-")
+	c.must("create", "secret", "generic", "creds", "--from-literal=password=s3cret")
+	c.pod("envy", "busybox", `    command: [sh, -c, 'env; sleep 3600']
+    env:
+    - {name: FROM_CM, valueFrom: {configMapKeyRef: {name: settings, key: color}}}
+    - {name: FROM_SECRET, valueFrom: {secretKeyRef: {name: creds, key: password}}}
+    - {name: MAYBE, valueFrom: {configMapKeyRef: {name: absent, key: x, optional: true}}}
+    - {name: MY_POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    - {name: MY_NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+    - {name: MY_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: COMPOSED, value: "$(FROM_SECRET)-$(MY_NAME)-$$(LITERAL)"}
+    envFrom:
+    - {configMapRef: {name: settings}, prefix: CFG_}
+`)
+	eventually(t, 20*time.Second, func() string {
+		st := c.jsonpath("pod", "envy", "{.status.containerStatuses[0].state.waiting.reason}: {.status.containerStatuses[0].state.waiting.message}")
+		if st != `CreateContainerConfigError: configmap "settings" not found` {
+			return "waiting: " + st
+		}
+		return ""
+	})
+	if out := c.must("get", "pod", "envy"); !strings.Contains(out, "CreateContainerConfigError") {
+		t.Errorf("kubectl get pod:\n%s", out)
+	}
+	c.must("create", "configmap", "settings", "--from-literal=color=blue")
+	c.waitReady("envy", "True", 30*time.Second)
+	clusterIP := c.jsonpath("service", "backend-svc", "{.spec.clusterIP}")
+	podIP := c.jsonpath("pod", "envy", "{.status.podIP}")
+	var logs string
+	eventually(t, 10*time.Second, func() string {
+		logs = c.must("logs", "envy")
+		if !strings.Contains(logs, "HOSTNAME=envy") {
+			return "no env yet: " + logs
+		}
+		return ""
+	})
+	for _, want := range []string{
+		"FROM_CM=blue", "FROM_SECRET=s3cret", "CFG_color=blue", "MY_NODE=" + nodeName, "MY_POD_IP=" + podIP,
+		"COMPOSED=s3cret-envy-$(LITERAL)",
+		"BACKEND_SVC_SERVICE_HOST=" + clusterIP, "BACKEND_SVC_SERVICE_PORT=8080", "BACKEND_SVC_SERVICE_PORT_HTTP=8080",
+		"BACKEND_SVC_PORT=tcp://" + clusterIP + ":8080", "BACKEND_SVC_PORT_8080_TCP_ADDR=" + clusterIP,
+		"BACKEND_SVC_PORT_8080_TCP_PROTO=tcp",
+	} {
+		if !strings.Contains(logs, want+"\n") {
+			t.Errorf("env lacks %s:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "MAYBE=") {
+		t.Errorf("an optional missing ConfigMap key was set:\n%s", logs)
+	}
+}
+
+func TestNodeAgentRestartKeepsPods(t *testing.T) {
+	c := startNodeCluster(t)
+	c.pod("survivor", "nginx", "")
+	c.waitReady("survivor", "True", 30*time.Second)
+	before := c.jsonpath("pod", "survivor", "{.status.podIP} {.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}")
+
+	// kill -9 the whole of `svcnet up`, node agent included, and start it
+	// again on the same data dir.
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+	c.cmd = nil
+	c.start()
+	eventually(t, 30*time.Second, func() string {
+		out, _ := c.kubectl("", "get", "node", nodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		if out != "True" {
+			return "node not Ready"
+		}
+		return ""
+	})
+	time.Sleep(2 * time.Second) // a relist and a sync of the adopted pod
+	after := c.jsonpath("pod", "survivor", "{.status.podIP} {.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}")
+	if after != before {
+		t.Fatalf("after the agent's restart the pod is %q, was %q (IP, container, restarts)", after, before)
+	}
+	c.waitReady("survivor", "True", 10*time.Second)
+	ip := strings.Fields(after)[0]
+	out, err := inNetns(t, "/var/run/netns/"+c.netns, "wget", "-q", "-O-", "http://"+ip+"/")
+	if err != nil || !strings.Contains(out, "Welcome to nginx!") {
+		t.Fatalf("GET the adopted pod from the node: %v\n%s", err, out)
+	}
+}
+
+func TestNodeGracefulDelete(t *testing.T) {
+	c := startNodeCluster(t)
+	marker := filepath.Join(t.TempDir(), "got-term")
+	c.pod("stubborn", "busybox", fmt.Sprintf(`    command: [sh, -c, 'trap "echo TERM > %s; sleep 60" TERM; while true; do sleep 0.1; done']
+`, marker))
+	c.waitReady("stubborn", "True", 30*time.Second)
+	states, _ := filepath.Glob(filepath.Join(c.dataDir, "node", "pods", "*", "containers", "main", "0", "state.json"))
+	if len(states) != 1 {
+		t.Fatalf("state files: %v", states)
+	}
+	var st struct {
+		PID int `json:"pid"`
+	}
+	b, _ := os.ReadFile(states[0])
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	c.must("delete", "pod", "stubborn", "--grace-period=5")
+	took := time.Since(start)
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the container got no SIGTERM: %v", err)
+	}
+	if took < 4*time.Second || took > 10*time.Second {
+		t.Errorf("delete with grace 5s took %s", took)
+	}
+	if err := syscall.Kill(st.PID, 0); err == nil {
+		t.Errorf("container process %d still alive after the delete", st.PID)
+	}
+}

@@ -1,0 +1,643 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svcnet/svcnet/internal/allocator"
+	"github.com/svcnet/svcnet/internal/registry/service"
+)
+
+// The Service tests need only the API: they run `svcnet apiserver`.
+
+// startAPIServer runs `svcnet apiserver` with args on a fresh data dir and
+// loopback ports; it is stopped when the test ends.
+func startAPIServer(t *testing.T, args ...string) *cluster {
+	t.Helper()
+	c := &cluster{
+		t:          t,
+		dataDir:    t.TempDir(),
+		cacheDir:   t.TempDir(),
+		apiAddr:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		etcdClient: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+		etcdPeer:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+	}
+	c.runAPIServer(args...)
+	t.Cleanup(c.stop)
+	return c
+}
+
+// runAPIServer starts `svcnet apiserver` on the cluster's data dir and
+// ports and waits until it answers.
+func (c *cluster) runAPIServer(args ...string) {
+	c.t.Helper()
+	c.log = &bytes.Buffer{}
+	base := []string{"apiserver", "--data-dir", c.dataDir, "--bind-address", c.apiAddr}
+	if c.etcdPeer != "" {
+		base = append(base, "--etcd-client-url", c.etcdClient, "--etcd-peer-url", c.etcdPeer)
+	}
+	c.cmd = exec.Command(binary, append(base, args...)...)
+	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	if err := c.cmd.Start(); err != nil {
+		c.t.Fatalf("start svcnet apiserver: %v", err)
+	}
+	c.waitReady()
+}
+
+// kill ends the server with SIGKILL.
+func (c *cluster) kill() {
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+	c.cmd = nil
+}
+
+func (c *cluster) etcd() *clientv3.Client {
+	c.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcdClient}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// held is a set of cluster IPs and node ports.
+type held struct {
+	ips   map[string]bool
+	ports map[int]bool
+}
+
+func (h held) String() string {
+	return fmt.Sprintf("%d IPs, %d ports", len(h.ips), len(h.ports))
+}
+
+// bitmaps reads the allocation bitmaps of a single-stack cluster from etcd.
+func bitmaps(t *testing.T, cli *clientv3.Client) held {
+	t.Helper()
+	h := held{ips: ipBitmap(t, cli, allocator.ServiceIPsKey), ports: map[int]bool{}}
+	ra := rangeAllocation(t, cli, allocator.NodePortsKey)
+	pr, err := allocator.ParsePortRange(ra.Range)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm := pr.NewBitmap()
+	if err := bm.SetBytes(ra.Data); err != nil {
+		t.Fatal(err)
+	}
+	bm.ForEach(func(i int) { h.ports[pr.Base+i] = true })
+	return h
+}
+
+// ipBitmap reads the addresses taken in the bitmap at key.
+func ipBitmap(t *testing.T, cli *clientv3.Client, key string) map[string]bool {
+	t.Helper()
+	ra := rangeAllocation(t, cli, key)
+	r, err := allocator.ParseIPRange(ra.Range)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm := r.NewBitmap()
+	if err := bm.SetBytes(ra.Data); err != nil {
+		t.Fatal(err)
+	}
+	ips := map[string]bool{}
+	bm.ForEach(func(i int) { ips[r.Addr(i).String()] = true })
+	return ips
+}
+
+func rangeAllocation(t *testing.T, cli *clientv3.Client, key string) corev1.RangeAllocation {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("read %s: %v %v", key, err, resp)
+	}
+	var ra corev1.RangeAllocation
+	if err := json.Unmarshal(resp.Kvs[0].Value, &ra); err != nil {
+		t.Fatalf("%s is not a JSON RangeAllocation: %v", key, err)
+	}
+	return ra
+}
+
+// heldByServices lists every Service and collects what they hold; values
+// held twice fail the test.
+func heldByServices(t *testing.T, cs kubernetes.Interface) held {
+	t.Helper()
+	list, err := cs.CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := held{ips: map[string]bool{}, ports: map[int]bool{}}
+	for i := range list.Items {
+		svc := &list.Items[i]
+		for _, ip := range service.ClusterIPs(svc) {
+			if h.ips[ip] {
+				t.Errorf("cluster IP %s held twice (again by %s)", ip, svc.Name)
+			}
+			h.ips[ip] = true
+		}
+		seen := map[int]bool{}
+		for _, p := range service.NodePorts(svc) {
+			if h.ports[p] && !seen[p] {
+				t.Errorf("node port %d held twice (again by %s)", p, svc.Name)
+			}
+			h.ports[p], seen[p] = true, true
+		}
+	}
+	return h
+}
+
+// checkBitmaps fails unless the bitmaps hold exactly what the Services do.
+func checkBitmaps(t *testing.T, c *cluster, cli *clientv3.Client) {
+	t.Helper()
+	want, got := heldByServices(t, c.clientset()), bitmaps(t, cli)
+	for ip := range want.ips {
+		if !got.ips[ip] {
+			t.Errorf("cluster IP %s held by a Service is free in the bitmap", ip)
+		}
+	}
+	for ip := range got.ips {
+		if !want.ips[ip] {
+			t.Errorf("cluster IP %s is taken in the bitmap but no Service holds it (leak)", ip)
+		}
+	}
+	for p := range want.ports {
+		if !got.ports[p] {
+			t.Errorf("node port %d held by a Service is free in the bitmap", p)
+		}
+	}
+	for p := range got.ports {
+		if !want.ports[p] {
+			t.Errorf("node port %d is taken in the bitmap but no Service holds it (leak)", p)
+		}
+	}
+}
+
+// snapshot is the stored bytes of the keys a failed request must not
+// change.
+func snapshot(t *testing.T, cli *clientv3.Client, keys ...string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, k := range append(keys, allocator.ServiceIPsKey, allocator.NodePortsKey) {
+		resp, err := cli.Get(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range resp.Kvs {
+			fmt.Fprintf(&b, "%s@%d=%s\n", kv.Key, kv.ModRevision, kv.Value)
+		}
+	}
+	return b.String()
+}
+
+const seedManifest = `apiVersion: v1
+kind: Service
+metadata:
+  name: nginx
+spec:
+  ports:
+  - name: http
+    port: 8080
+    protocol: TCP
+    targetPort: 80
+  selector:
+    app: nginx
+  type: NodePort
+`
+
+// TestServiceSeedManifest: the seed's NodePort Service gets a cluster IP
+// and a node port in range, shown by kubectl and held in the bitmaps.
+func TestServiceSeedManifest(t *testing.T) {
+	c := startAPIServer(t)
+	cli := c.etcd()
+	c.withStdin(seedManifest, "apply", "-f", "-")
+	out := c.must("get", "svc", "nginx", "-o", "jsonpath={.spec.clusterIP} {.spec.clusterIPs} {.spec.ports[0].nodePort} {.spec.ipFamilies} {.spec.ipFamilyPolicy}")
+	f := strings.Fields(out)
+	if len(f) != 5 {
+		t.Fatalf("unexpected service fields %q", out)
+	}
+	ip := net.ParseIP(f[0])
+	_, serviceCIDR, _ := net.ParseCIDR("10.96.0.0/12")
+	if ip == nil || !serviceCIDR.Contains(ip) || f[1] != `["`+f[0]+`"]` {
+		t.Fatalf("clusterIP %s clusterIPs %s, want one address in 10.96.0.0/12", f[0], f[1])
+	}
+	np, _ := strconv.Atoi(f[2])
+	if np < 30000 || np > 32767 || f[3] != `["IPv4"]` || f[4] != "SingleStack" {
+		t.Fatalf("nodePort %s families %s policy %s", f[2], f[3], f[4])
+	}
+	table := c.must("get", "svc", "nginx")
+	if !strings.Contains(table, fmt.Sprintf("8080:%d/TCP", np)) || !strings.Contains(table, f[0]) || !strings.Contains(table, "NodePort") {
+		t.Fatalf("kubectl get svc:\n%s", table)
+	}
+	// Re-applying the manifest keeps the allocated values.
+	if out := c.withStdin(seedManifest, "apply", "-f", "-"); !strings.Contains(out, "unchanged") {
+		t.Fatalf("re-apply: %s", out)
+	}
+	b := bitmaps(t, cli)
+	if !b.ips[f[0]] || !b.ports[np] || !b.ips["10.96.0.1"] {
+		t.Fatalf("bitmaps (%s) lack %s, %d or the kubernetes Service's 10.96.0.1", b, f[0], np)
+	}
+	checkBitmaps(t, c, cli)
+}
+
+// TestServiceErrors produces each allocation and immutability error with
+// kubectl and checks that the store and the bitmaps are unchanged after it.
+func TestServiceErrors(t *testing.T) {
+	c := startAPIServer(t)
+	cli := c.etcd()
+	c.must("create", "service", "nodeport", "web", "--tcp=80", "--node-port=30080")
+	c.must("create", "service", "clusterip", "fixed", "--tcp=80", "--clusterip=10.96.0.50")
+	web, fixed := "/registry/services/default/web", "/registry/services/default/fixed"
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "service", "nodeport", "far", "--tcp=80", "--node-port=40000"},
+			`Service "far" is invalid: spec.ports[0].nodePort: Invalid value: 40000: provided port is not in the valid range. The range of valid ports is 30000-32767`},
+		{[]string{"create", "service", "nodeport", "taken", "--tcp=80", "--node-port=30080"},
+			`Service "taken" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated`},
+		{[]string{"create", "service", "clusterip", "outside", "--tcp=80", "--clusterip=10.0.0.5"},
+			`Service "outside" is invalid: spec.clusterIPs: Invalid value: ["10.0.0.5"]: failed to allocate IP 10.0.0.5: the provided network does not match the current range`},
+		{[]string{"create", "service", "clusterip", "network", "--tcp=80", "--clusterip=10.96.0.0"},
+			`Service "network" is invalid: spec.clusterIPs: Invalid value: ["10.96.0.0"]: failed to allocate IP 10.96.0.0: the provided IP (10.96.0.0) is not in the valid range. The range of valid IPs is 10.96.0.0/12`},
+		{[]string{"create", "service", "clusterip", "same", "--tcp=80", "--clusterip=10.96.0.50"},
+			`Service "same" is invalid: spec.clusterIPs: Invalid value: ["10.96.0.50"]: failed to allocate IP 10.96.0.50: provided IP is already allocated`},
+		{[]string{"patch", "svc", "web", "-p", `{"spec":{"clusterIP":"10.96.0.60","clusterIPs":["10.96.0.60"]}}`},
+			`The Service "web" is invalid: spec.clusterIPs[0]: Invalid value: ["10.96.0.60"]: may not change once set`},
+		{[]string{"patch", "svc", "fixed", "-p", `{"spec":{"clusterIP":"None"}}`},
+			`The Service "fixed" is invalid: spec.clusterIPs[0]: Invalid value: ["None"]: may not change once set`},
+		{[]string{"patch", "svc", "web", "-p", `{"spec":{"type":"ClusterIP","ports":[{"port":80,"nodePort":30081}]}}`},
+			"The Service \"web\" is invalid: spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'"},
+		{[]string{"create", "service", "clusterip", "dual", "--tcp=80", "--dry-run=server", "-o", "yaml"}, ""},
+	} {
+		before := snapshot(t, cli, web, fixed, "/registry/services/default/"+tt.args[3])
+		out, err := c.kubectl("", tt.args...)
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("kubectl %v: %v\n%s", tt.args, err, out)
+			}
+		} else if err == nil || !strings.Contains(out, tt.want) {
+			t.Errorf("kubectl %v:\n%s\nwant %s", tt.args, out, tt.want)
+		}
+		if after := snapshot(t, cli, web, fixed, "/registry/services/default/"+tt.args[3]); after != before {
+			t.Errorf("kubectl %v changed the store:\nbefore %s\nafter  %s", tt.args, before, after)
+		}
+	}
+	// RequireDualStack on a single-stack cluster is refused before
+	// anything is looked at.
+	out, _ := c.kubectl(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"dual"},"spec":{"ipFamilyPolicy":"RequireDualStack","ports":[{"port":80}]}}`,
+		"create", "-f", "-")
+	if want := `The Service "dual" is invalid: spec.ipFamilyPolicy: Invalid value: "RequireDualStack": this cluster is not configured for dual-stack services`; !strings.Contains(out, want) {
+		t.Errorf("RequireDualStack:\n%s\nwant %s", out, want)
+	}
+	checkBitmaps(t, c, cli)
+}
+
+// TestServiceTypeChanges: type changes and port edits take and free what
+// upstream's do, and delete frees everything.
+func TestServiceTypeChanges(t *testing.T) {
+	c := startAPIServer(t)
+	cli := c.etcd()
+	get := func(jsonpath string) string { return c.must("get", "svc", "web", "-o", "jsonpath="+jsonpath) }
+	c.must("create", "service", "nodeport", "web", "--tcp=80,443")
+	ip, ports := get("{.spec.clusterIP}"), strings.Fields(get("{.spec.ports[*].nodePort}"))
+	if len(ports) != 2 || ports[0] == ports[1] {
+		t.Fatalf("node ports %v", ports)
+	}
+	held := func(what string) bool {
+		b := bitmaps(t, cli)
+		if p, err := strconv.Atoi(what); err == nil {
+			return b.ports[p]
+		}
+		return b.ips[what]
+	}
+	// Dropping a port frees its node port; the other keeps its own.
+	c.must("patch", "svc", "web", "--type=json", "-p", `[{"op":"remove","path":"/spec/ports/1"}]`)
+	if held(ports[1]) || !held(ports[0]) || get("{.spec.ports[0].nodePort}") != ports[0] {
+		t.Fatalf("after removing a port: %s held %v, %s held %v", ports[1], held(ports[1]), ports[0], held(ports[0]))
+	}
+	c.must("patch", "svc", "web", "-p", `{"spec":{"type":"ClusterIP"}}`)
+	if get("{.spec.ports[0].nodePort}") != "" || held(ports[0]) || !held(ip) {
+		t.Fatalf("NodePort -> ClusterIP kept node port %s", ports[0])
+	}
+	c.must("patch", "svc", "web", "-p", `{"spec":{"type":"ExternalName","externalName":"db.example.com"}}`)
+	if get("{.spec.clusterIP}") != "" || held(ip) {
+		t.Fatalf("ClusterIP -> ExternalName kept cluster IP %s", ip)
+	}
+	c.must("patch", "svc", "web", "-p", `{"spec":{"type":"LoadBalancer","externalTrafficPolicy":"Local"}}`)
+	lbIP, np, hc := get("{.spec.clusterIP}"), get("{.spec.ports[0].nodePort}"), get("{.spec.healthCheckNodePort}")
+	if !held(lbIP) || !held(np) || !held(hc) || np == hc {
+		t.Fatalf("ExternalName -> LoadBalancer/Local: ip %s nodePort %s healthCheckNodePort %s", lbIP, np, hc)
+	}
+	c.must("patch", "svc", "web", "-p", `{"spec":{"externalTrafficPolicy":"Cluster"}}`)
+	if get("{.spec.healthCheckNodePort}") != "" || held(hc) {
+		t.Fatalf("Local -> Cluster kept health check node port %s", hc)
+	}
+	c.withStdin(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"lb"},"spec":{"type":"LoadBalancer","allocateLoadBalancerNodePorts":false,"ports":[{"port":80}]}}`,
+		"create", "-f", "-")
+	if np := c.must("get", "svc", "lb", "-o", "jsonpath={.spec.ports[0].nodePort}"); np != "" {
+		t.Fatalf("allocateLoadBalancerNodePorts=false got node port %s", np)
+	}
+	c.must("delete", "svc", "web", "lb")
+	if held(lbIP) || held(np) {
+		t.Fatalf("delete kept %s or %s", lbIP, np)
+	}
+	checkBitmaps(t, c, cli)
+}
+
+// TestServiceRandomOperations: after 1,000 random creates, type changes
+// and deletes, the bitmaps hold exactly what the Services hold.
+func TestServiceRandomOperations(t *testing.T) {
+	c := startAPIServer(t)
+	cli := c.etcd()
+	cs := c.clientset()
+	const workers, ops = 8, 1000
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := map[string]int{}
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			counts, err := randomOps(cs, rand.New(rand.NewPCG(uint64(w), 1)), fmt.Sprintf("r%d-", w), ops/workers)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for k, n := range counts {
+				done[k] += n
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("operations: %v", done)
+	if done["create"] == 0 || done["update"] == 0 || done["delete"] == 0 || done["refused"] == 0 {
+		t.Fatalf("the mix lacks a kind of operation: %v", done)
+	}
+	checkBitmaps(t, c, cli)
+}
+
+// serviceTypes are what random operations turn Services into.
+var serviceTypes = []func(*corev1.Service){
+	func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP },
+	func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort },
+	func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeLoadBalancer },
+	func(s *corev1.Service) {
+		s.Spec.Type, s.Spec.ExternalTrafficPolicy = corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal
+	},
+	func(s *corev1.Service) {
+		s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, "db.example.com"
+	},
+}
+
+// randomOps runs n random operations on Services named prefix+k and counts
+// them by kind. Requests the API refuses (a static node port already taken,
+// a headless Service made a NodePort) count as operations: they must leave
+// nothing behind.
+func randomOps(cs kubernetes.Interface, r *rand.Rand, prefix string, n int) (map[string]int, error) {
+	ctx := context.Background()
+	svcs := cs.CoreV1().Services("default")
+	counts := map[string]int{}
+	for range n {
+		name := prefix + strconv.Itoa(r.IntN(20))
+		cur, err := svcs.Get(ctx, name, metav1.GetOptions{})
+		kind := "update"
+		switch {
+		case apierrors.IsNotFound(err):
+			kind = "create"
+			s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "a", Port: 80}, {Name: "b", Port: 443}}}}
+			serviceTypes[r.IntN(len(serviceTypes))](s)
+			switch r.IntN(4) {
+			case 0:
+				s.Spec.ClusterIP = "None"
+			case 1:
+				s.Spec.Ports[0].NodePort = int32(30000 + r.IntN(86)) // the static band
+			}
+			_, err = svcs.Create(ctx, s, metav1.CreateOptions{})
+		case err != nil:
+		case r.IntN(3) == 0:
+			kind = "delete"
+			err = svcs.Delete(ctx, name, metav1.DeleteOptions{})
+		default:
+			cur.Spec.ExternalTrafficPolicy = ""
+			serviceTypes[r.IntN(len(serviceTypes))](cur)
+			if r.IntN(2) == 0 {
+				cur.Spec.Ports = cur.Spec.Ports[:1]
+			}
+			_, err = svcs.Update(ctx, cur, metav1.UpdateOptions{})
+		}
+		if apierrors.IsInvalid(err) {
+			kind, err = "refused", nil
+		}
+		if err != nil {
+			return counts, fmt.Errorf("%s: %w", name, err)
+		}
+		counts[kind]++
+	}
+	return counts, nil
+}
+
+// TestServiceTwoAPIServers: two API servers on one etcd create 2,000
+// Services concurrently; every cluster IP and node port is distinct, and
+// both list themselves in the kubernetes endpoints.
+func TestServiceTwoAPIServers(t *testing.T) {
+	a := startAPIServer(t)
+	// The second one serves on 127.0.0.2 and the same port, as API servers
+	// sharing an etcd must.
+	_, port, _ := net.SplitHostPort(a.apiAddr)
+	b := &cluster{t: t, dataDir: t.TempDir(), cacheDir: t.TempDir(), apiAddr: "127.0.0.2:" + port, etcdClient: a.etcdClient}
+	b.runAPIServer("--etcd-servers", a.etcdClient)
+	t.Cleanup(b.stop)
+	eventually(t, 30*time.Second, func() string {
+		out, _ := a.kubectl("", "get", "endpoints", "kubernetes", "-o", "jsonpath={.subsets[0].addresses[*].ip}")
+		if out != "127.0.0.1 127.0.0.2" {
+			return "kubernetes endpoints list " + out
+		}
+		return ""
+	})
+
+	const perServer, workers = 1000, 16
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*workers)
+	for s, c := range []*cluster{a, b} {
+		cs := c.clientset()
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < perServer; i += workers {
+					svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d-%04d", s, i)},
+						Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 80}}}}
+					if _, err := cs.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("%d Services created through two API servers in %s", 2*perServer, time.Since(start).Round(time.Millisecond))
+	h := heldByServices(t, a.clientset())
+	if len(h.ips) != 2*perServer+1 || len(h.ports) != 2*perServer {
+		t.Fatalf("Services hold %s, want %d distinct IPs and %d distinct ports", h, 2*perServer+1, 2*perServer)
+	}
+	checkBitmaps(t, a, a.etcd())
+
+	// A stopped API server leaves the endpoints.
+	b.stop()
+	if out := a.must("get", "endpointslice", "kubernetes", "-o", "jsonpath={.endpoints[*].addresses[*]}"); out != "127.0.0.1" {
+		t.Fatalf("kubernetes EndpointSlice after stopping the second API server: %s", out)
+	}
+}
+
+// TestServiceCrashMidStorm: an API server killed with SIGKILL in the middle
+// of a storm of creates and deletes leaves bitmaps that equal the stored
+// Services: after the restart the repair finds nothing to fix.
+func TestServiceCrashMidStorm(t *testing.T) {
+	c := startAPIServer(t)
+	cs := c.clientset()
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			svcs := cs.CoreV1().Services("default")
+			for i := 0; ctx.Err() == nil; i++ {
+				name := fmt.Sprintf("w%d-%d", w, i%10)
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 80}}}}
+				if _, err := svcs.Create(ctx, svc, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+					_ = svcs.Delete(ctx, name, metav1.DeleteOptions{})
+				}
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	c.kill()
+	stop()
+	wg.Wait()
+
+	c.runAPIServer()
+	checkBitmaps(t, c, c.etcd())
+	n := len(heldByServices(t, cs).ports)
+	t.Logf("%d NodePort Services stored when the API server was killed", n)
+	// The log is complete once the server has stopped.
+	c.stop()
+	if log := c.log.String(); strings.Contains(log, "rebuilt service allocation bitmaps") || strings.Contains(log, "released a") ||
+		strings.Contains(log, "service allocation repair") {
+		t.Fatalf("the repair after the crash had to fix the bitmaps (%d node ports held):\n%s", n, log)
+	}
+	if n == 0 {
+		t.Fatal("the storm created nothing")
+	}
+}
+
+// TestServiceRangeExhaustion: a /28 allocates its 14 usable addresses (one
+// is the kubernetes Service's), then fails with upstream's error; deleting
+// a Service frees its address.
+func TestServiceRangeExhaustion(t *testing.T) {
+	c := startAPIServer(t, "--service-cluster-ip-range", "10.97.0.0/28")
+	for i := 1; i < 14; i++ {
+		c.must("create", "service", "clusterip", fmt.Sprintf("s%d", i), "--tcp=80")
+	}
+	out := c.fails("create", "service", "clusterip", "s14", "--tcp=80")
+	if want := "Internal error occurred: failed to allocate a serviceIP: range is full"; !strings.Contains(out, want) {
+		t.Fatalf("15th address: %s\nwant %s", out, want)
+	}
+	ips := strings.Fields(c.must("get", "svc", "-o", "jsonpath={.items[*].spec.clusterIP}"))
+	if len(ips) != 14 {
+		t.Fatalf("%d Services hold addresses, want 14: %v", len(ips), ips)
+	}
+	freed := c.must("get", "svc", "s7", "-o", "jsonpath={.spec.clusterIP}")
+	c.must("delete", "svc", "s7")
+	c.must("create", "service", "clusterip", "s14", "--tcp=80")
+	if got := c.must("get", "svc", "s14", "-o", "jsonpath={.spec.clusterIP}"); got != freed {
+		t.Fatalf("the freed address was %s, the new Service got %s", freed, got)
+	}
+	checkBitmaps(t, c, c.etcd())
+}
+
+// TestServiceRepairAtStart: restarted with another service range, the API
+// server rebuilds the bitmaps and records an event on every Service whose
+// address is now outside it.
+func TestServiceRepairAtStart(t *testing.T) {
+	c := startAPIServer(t)
+	c.must("create", "service", "clusterip", "old", "--tcp=80", "--clusterip=10.96.0.20")
+	c.must("create", "service", "nodeport", "web", "--tcp=80", "--node-port=30080")
+	c.stop()
+	c.runAPIServer("--service-cluster-ip-range", "10.100.0.0/16")
+	eventually(t, 10*time.Second, func() string {
+		out, _ := c.kubectl("", "get", "events", "--field-selector", "involvedObject.name=old",
+			"-o", "jsonpath={.items[*].reason}: {.items[*].message}")
+		if !strings.Contains(out, "ClusterIPOutOfRange: Cluster IP [IPv4]:10.96.0.20 is not within the service CIDR 10.100.0.0/16; please recreate service") {
+			return "events of old: " + out
+		}
+		return ""
+	})
+	b := bitmaps(t, c.etcd())
+	if len(b.ips) != 0 || !b.ports[30080] {
+		t.Fatalf("rebuilt bitmaps hold %v and %v", b.ips, b.ports)
+	}
+	c.must("create", "service", "clusterip", "new", "--tcp=80", "--clusterip=10.100.0.20")
+}
+
+// TestServiceDualStack: with two service ranges a PreferDualStack Service
+// gets an address of each family, from both bitmaps, and gives the
+// secondary back when made SingleStack.
+func TestServiceDualStack(t *testing.T) {
+	c := startAPIServer(t, "--service-cluster-ip-range", "10.96.0.0/16,fd00:10:96::/112")
+	cli := c.etcd()
+	c.withStdin(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"dns"},"spec":{"type":"NodePort","ipFamilyPolicy":"PreferDualStack",
+		"ports":[{"name":"dns","port":53,"protocol":"UDP"},{"name":"dns-tcp","port":53,"protocol":"TCP"}]}}`, "create", "-f", "-")
+	get := func(jsonpath string) string { return c.must("get", "svc", "dns", "-o", "jsonpath="+jsonpath) }
+	ips := strings.Fields(get("{.spec.clusterIPs[*]}"))
+	if len(ips) != 2 || get("{.spec.ipFamilies}") != `["IPv4","IPv6"]` || !strings.Contains(ips[1], ":") {
+		t.Fatalf("clusterIPs %v families %s", ips, get("{.spec.ipFamilies}"))
+	}
+	if ports := strings.Fields(get("{.spec.ports[*].nodePort}")); len(ports) != 2 || ports[0] != ports[1] {
+		t.Fatalf("UDP and TCP 53 should share a node port: %v", ports)
+	}
+	if !ipBitmap(t, cli, allocator.ServiceIPsKey)[ips[0]] || !ipBitmap(t, cli, allocator.SecondaryServiceIPsKey)[ips[1]] {
+		t.Fatalf("%v not in the bitmaps", ips)
+	}
+	c.must("patch", "svc", "dns", "-p", `{"spec":{"ipFamilyPolicy":"SingleStack"}}`)
+	if got := get("{.spec.clusterIPs[*]}"); got != ips[0] || ipBitmap(t, cli, allocator.SecondaryServiceIPsKey)[ips[1]] {
+		t.Fatalf("downgrade kept %s (clusterIPs %s)", ips[1], got)
+	}
+	c.must("patch", "svc", "dns", "-p", `{"spec":{"ipFamilyPolicy":"RequireDualStack"}}`)
+	up := strings.Fields(get("{.spec.clusterIPs[*]}"))
+	if len(up) != 2 || up[0] != ips[0] || !ipBitmap(t, cli, allocator.SecondaryServiceIPsKey)[up[1]] {
+		t.Fatalf("upgrade: clusterIPs %v", up)
+	}
+	c.must("delete", "svc", "dns")
+	if len(ipBitmap(t, cli, allocator.SecondaryServiceIPsKey)) != 0 {
+		t.Fatal("delete kept the IPv6 address")
+	}
+}
