@@ -9,13 +9,9 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"log/slog"
-	"os"
-	"runtime/pprof"
-	"time"
 
 	"github.com/svcnet/svcnet/bench/internal/apibench"
+	"github.com/svcnet/svcnet/bench/internal/benchmain"
 )
 
 func main() {
@@ -23,25 +19,7 @@ func main() {
 	workers := flag.Int("workers", 16, "concurrent clients")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	res, err := apibench.Run(ctx, apibench.Options{N: *n, Workers: *workers})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return
-	}
-	res.Print(os.Stdout)
+	benchmain.Main(*cpuProfile, func(ctx context.Context) (*apibench.Result, error) {
+		return apibench.Run(ctx, apibench.Options{N: *n, Workers: *workers})
+	})
 }

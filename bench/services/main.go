@@ -9,25 +9,16 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"log/slog"
-	"os"
-	"time"
 
 	"github.com/svcnet/svcnet/bench/internal/apibench"
+	"github.com/svcnet/svcnet/bench/internal/benchmain"
 )
 
 func main() {
 	n := flag.Int("n", 2000, "creates of each kind")
 	workers := flag.Int("workers", 16, "concurrent clients")
 	flag.Parse()
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	res, err := apibench.RunServices(ctx, apibench.Options{N: *n, Workers: *workers})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
-	res.Print(os.Stdout)
+	benchmain.Main("", func(ctx context.Context) (*apibench.ServiceResult, error) {
+		return apibench.RunServices(ctx, apibench.Options{N: *n, Workers: *workers})
+	})
 }

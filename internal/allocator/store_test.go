@@ -3,42 +3,14 @@ package allocator
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"net/netip"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/svcnet/svcnet/internal/storage"
+	"github.com/svcnet/svcnet/internal/storage/storagetest"
 )
-
-func freeURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return fmt.Sprintf("http://%s", l.Addr())
-}
-
-// newEtcd starts an embedded etcd for the test.
-func newEtcd(t *testing.T) *clientv3.Client {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	e, err := storage.StartEmbedded(ctx, storage.EmbeddedConfig{Dir: t.TempDir(), ClientURL: freeURL(t), PeerURL: freeURL(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL}, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close(); cancel(); e.Close() })
-	return cli
-}
 
 // commit writes a transaction's bitmaps as a Service write would.
 func commit(t *testing.T, cli *clientv3.Client, txn *Txn) error {
@@ -57,7 +29,7 @@ func commit(t *testing.T, cli *clientv3.Client, txn *Txn) error {
 
 func TestStoreAllocatesInEtcd(t *testing.T) {
 	ctx := context.Background()
-	cli := newEtcd(t)
+	cli := storagetest.Start(t)
 	cfg, err := ParseConfig("10.0.0.0/28", "30000-30003")
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +104,7 @@ func TestStoreAllocatesInEtcd(t *testing.T) {
 
 func TestRebuildRangeChange(t *testing.T) {
 	ctx := context.Background()
-	cli := newEtcd(t)
+	cli := storagetest.Start(t)
 	old, _ := ParseConfig("10.0.0.0/24", "30000-30100")
 	s := NewStore(cli, old)
 	rb, _ := s.StartRebuild(ctx, 0)

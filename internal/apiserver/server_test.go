@@ -2,14 +2,10 @@ package apiserver
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/http/httptest"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,17 +18,8 @@ import (
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/configmap"
 	"github.com/svcnet/svcnet/internal/storage"
+	"github.com/svcnet/svcnet/internal/storage/storagetest"
 )
-
-func freeURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return fmt.Sprintf("http://%s", l.Addr())
-}
 
 // testNamespaces is a minimal namespace resource for this package's tests;
 // the real strategy lives in internal/registry/namespace.
@@ -48,15 +35,8 @@ func (nsStrategy) PrepareForCreate(obj runtime.Object) {
 // a client-go clientset for it.
 func newTestServer(t *testing.T) (*Server, kubernetes.Interface) {
 	t.Helper()
+	cli := storagetest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	e, err := storage.StartEmbedded(ctx, storage.EmbeddedConfig{Dir: t.TempDir(), ClientURL: freeURL(t), PeerURL: freeURL(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL}, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	set, err := registry.NewSet(configmap.Resource(), &registry.Resource{
 		Kind: corev1.SchemeGroupVersion.WithKind("Namespace"), Resource: "namespaces", Singular: "namespace",
 		ShortNames: []string{"ns"}, Status: true, Strategy: nsStrategy{},
@@ -77,8 +57,6 @@ func newTestServer(t *testing.T) (*Server, kubernetes.Interface) {
 		hs.CloseClientConnections()
 		hs.Close()
 		cancel()
-		cli.Close()
-		e.Close()
 	})
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: hs.URL})
 	if err != nil {

@@ -217,11 +217,11 @@ func StartControllerManager(ctx context.Context, o ControllerManagerOptions) (*C
 		return nil, err
 	}
 	cm := &ControllerManager{done: make(chan error, 1)}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c.metrics = controller.NewMetrics(reg)
 	var srv *http.Server
 	if o.MetricsBindAddress != "" && o.MetricsBindAddress != "0" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		c.metrics = controller.NewMetrics(reg)
 		ln, err := net.Listen("tcp", o.MetricsBindAddress)
 		if err != nil {
 			return nil, fmt.Errorf("listen for metrics on %s: %w", o.MetricsBindAddress, err)
@@ -236,8 +236,6 @@ func StartControllerManager(ctx context.Context, o ControllerManagerOptions) (*C
 				slog.Error("metrics server failed", "err", err)
 			}
 		}()
-	} else {
-		c.metrics = controller.NewMetrics(prometheus.NewRegistry())
 	}
 	go func() {
 		var err error

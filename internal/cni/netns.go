@@ -17,6 +17,18 @@ import (
 // is how the agent dials and listens in a node namespace while the rest of
 // the process (its API client) stays in the namespace it started in.
 func inNamespace(ns netns.NsHandle, fn func() error) error {
+	return onSwitchedThread(func() error {
+		if err := netns.Set(ns); err != nil {
+			return fmt.Errorf("enter network namespace: %w", err)
+		}
+		return nil
+	}, fn)
+}
+
+// onSwitchedThread locks the goroutine to its OS thread, runs enter to
+// switch the thread's network namespace and then fn, and switches the thread
+// back to its original namespace. fn is not run if enter fails.
+func onSwitchedThread(enter, fn func() error) error {
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
@@ -24,9 +36,9 @@ func inNamespace(ns netns.NsHandle, fn func() error) error {
 		return fmt.Errorf("open the thread's network namespace: %w", err)
 	}
 	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
+	if err := enter(); err != nil {
 		runtime.UnlockOSThread()
-		return fmt.Errorf("enter network namespace: %w", err)
+		return err
 	}
 	fnErr := fn()
 	if err := netns.Set(orig); err != nil {
@@ -46,29 +58,18 @@ func createNamespace(path string) error {
 		return fmt.Errorf("create namespace file %s: %w", path, err)
 	}
 	f.Close()
-	err = func() error {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			return fmt.Errorf("open the thread's network namespace: %w", err)
-		}
-		defer orig.Close()
+	err = onSwitchedThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
 			return fmt.Errorf("unshare network namespace: %w", err)
 		}
+		return nil
+	}, func() error {
 		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
-		mountErr := unix.Mount(self, path, "", unix.MS_BIND, "")
-		if err := netns.Set(orig); err != nil {
-			return errors.Join(mountErr, fmt.Errorf("return to the original network namespace: %w", err))
-		}
-		runtime.UnlockOSThread()
-		if mountErr != nil {
-			return fmt.Errorf("bind-mount network namespace on %s: %w", path, mountErr)
+		if err := unix.Mount(self, path, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind-mount network namespace on %s: %w", path, err)
 		}
 		return nil
-	}()
+	})
 	if err != nil {
 		_ = os.Remove(path)
 	}

@@ -45,12 +45,32 @@ func Key(obj any) (string, bool) {
 	return key, err == nil
 }
 
-// Handle registers h with an informer and returns what tells that h has
-// seen the informer's initial list.
-func Handle(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) (cache.InformerSynced, error) {
-	reg, err := inf.AddEventHandler(h)
-	if err != nil {
-		return nil, fmt.Errorf("add event handler: %w", err)
+// Handler pairs an informer with the handler a controller registers on it.
+type Handler struct {
+	Informer cache.SharedIndexInformer
+	Handler  cache.ResourceEventHandler
+}
+
+// Register registers the handlers and returns what tells that each has
+// seen its informer's initial list.
+func Register(handlers ...Handler) ([]cache.InformerSynced, error) {
+	synced := make([]cache.InformerSynced, 0, len(handlers))
+	for _, h := range handlers {
+		reg, err := h.Informer.AddEventHandler(h.Handler)
+		if err != nil {
+			return nil, fmt.Errorf("add event handler: %w", err)
+		}
+		synced = append(synced, reg.HasSynced)
 	}
-	return reg.HasSynced, nil
+	return synced, nil
+}
+
+// Handle registers one handler and returns what tells that it has seen
+// its informer's initial list.
+func Handle(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) (cache.InformerSynced, error) {
+	synced, err := Register(Handler{Informer: inf, Handler: h})
+	if err != nil {
+		return nil, err
+	}
+	return synced[0], nil
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/rest"
 
+	"github.com/svcnet/svcnet/internal/httpserve"
 	"github.com/svcnet/svcnet/internal/pki"
 )
 
@@ -107,26 +108,9 @@ func (s *server) serve(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
-	srv := &http.Server{
-		Handler:           mux,
-		TLSConfig:         s.tls,
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ServeTLS(s.ln, "", "") }()
-	select {
-	case err := <-errc:
+	if err := httpserve.ServeTLS(ctx, s.ln, mux, s.tls, 2*time.Second); err != nil {
 		return fmt.Errorf("serve kubelet API: %w", err)
-	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
-	}
-	<-errc
 	return nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/storage/storagetest"
 )
 
 // binary is the svcnet binary built once for the package's tests.
@@ -59,14 +60,19 @@ type cluster struct {
 }
 
 // freePort returns a loopback port nobody listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+var freePort = storagetest.FreePort
+
+// newCluster is a cluster, not yet started, on fresh data and cache dirs
+// and free loopback ports.
+func newCluster(t *testing.T) *cluster {
+	return &cluster{
+		t:          t,
+		dataDir:    t.TempDir(),
+		cacheDir:   t.TempDir(),
+		apiAddr:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		etcdClient: storagetest.FreeURL(t),
+		etcdPeer:   storagetest.FreeURL(t),
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // startCluster starts `svcnet up` (with extraArgs) on a new data dir and
@@ -76,16 +82,9 @@ func startCluster(t *testing.T, extraArgs ...string) *cluster {
 	if _, err := os.Stat(kubectlPath); err != nil {
 		t.Fatalf("kubectl not found at %s: %v", kubectlPath, err)
 	}
-	c := &cluster{
-		t:          t,
-		dataDir:    t.TempDir(),
-		cacheDir:   t.TempDir(),
-		apiAddr:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		etcdClient: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
-		etcdPeer:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
-		// The controller manager's metrics get a free port too.
-		extraArgs: append([]string{"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, extraArgs...),
-	}
+	c := newCluster(t)
+	// The controller manager's metrics get a free port too.
+	c.extraArgs = append([]string{"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, extraArgs...)
 	c.start()
 	t.Cleanup(c.stop)
 	return c

@@ -31,14 +31,7 @@ import (
 // loopback ports; it is stopped when the test ends.
 func startAPIServer(t *testing.T, args ...string) *cluster {
 	t.Helper()
-	c := &cluster{
-		t:          t,
-		dataDir:    t.TempDir(),
-		cacheDir:   t.TempDir(),
-		apiAddr:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		etcdClient: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
-		etcdPeer:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
-	}
+	c := newCluster(t)
 	c.runAPIServer(args...)
 	t.Cleanup(c.stop)
 	return c
@@ -169,24 +162,22 @@ func heldByServices(t *testing.T, cs kubernetes.Interface) held {
 func checkBitmaps(t *testing.T, c *cluster, cli *clientv3.Client) {
 	t.Helper()
 	want, got := heldByServices(t, c.clientset()), bitmaps(t, cli)
-	for ip := range want.ips {
-		if !got.ips[ip] {
-			t.Errorf("cluster IP %s held by a Service is free in the bitmap", ip)
+	checkHeld(t, "cluster IP", want.ips, got.ips)
+	checkHeld(t, "node port", want.ports, got.ports)
+}
+
+// checkHeld fails unless the bitmap holds exactly the values (cluster IPs
+// or node ports) that Services hold.
+func checkHeld[K comparable](t *testing.T, what string, services, bitmap map[K]bool) {
+	t.Helper()
+	for v := range services {
+		if !bitmap[v] {
+			t.Errorf("%s %v held by a Service is free in the bitmap", what, v)
 		}
 	}
-	for ip := range got.ips {
-		if !want.ips[ip] {
-			t.Errorf("cluster IP %s is taken in the bitmap but no Service holds it (leak)", ip)
-		}
-	}
-	for p := range want.ports {
-		if !got.ports[p] {
-			t.Errorf("node port %d held by a Service is free in the bitmap", p)
-		}
-	}
-	for p := range got.ports {
-		if !want.ports[p] {
-			t.Errorf("node port %d is taken in the bitmap but no Service holds it (leak)", p)
+	for v := range bitmap {
+		if !services[v] {
+			t.Errorf("%s %v is taken in the bitmap but no Service holds it (leak)", what, v)
 		}
 	}
 }
@@ -601,10 +592,27 @@ func TestServiceRepairAtStart(t *testing.T) {
 		}
 		return ""
 	})
-	b := bitmaps(t, c.etcd())
-	if len(b.ips) != 0 || !b.ports[30080] {
-		t.Fatalf("rebuilt bitmaps hold %v and %v", b.ips, b.ports)
-	}
+	// The rebuilt IP bitmap holds exactly the in-range cluster IPs: none of
+	// the old Services', only the kubernetes Service's once the control
+	// plane has moved it into the new range.
+	cli := c.etcd()
+	eventually(t, 10*time.Second, func() string {
+		want := map[string]bool{}
+		out, err := c.kubectl("", "get", "svc", "-A", "-o", "jsonpath={.items[*].spec.clusterIP}")
+		if err != nil {
+			return out
+		}
+		for _, ip := range strings.Fields(out) {
+			if strings.HasPrefix(ip, "10.100.") {
+				want[ip] = true
+			}
+		}
+		b := bitmaps(t, cli)
+		if fmt.Sprint(b.ips) != fmt.Sprint(want) || !b.ports[30080] {
+			return fmt.Sprintf("rebuilt bitmaps hold %v and %v, Services hold %v", b.ips, b.ports, want)
+		}
+		return ""
+	})
 	c.must("create", "service", "clusterip", "new", "--tcp=80", "--clusterip=10.100.0.20")
 }
 

@@ -1,22 +1,19 @@
 package apibench
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/svcnet/svcnet/bench/internal/benchmain"
 )
 
 // TestRunSmall runs the benchmark at a small size to keep it working; the
 // figures themselves come from `go run ./bench/apiserver`.
 func TestRunSmall(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, Options{N: 200, Workers: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, out := benchmain.Small(t, func(ctx context.Context) (*Result, error) {
+		return Run(ctx, Options{N: 200, Workers: 4})
+	})
 	if len(res.Pairs) != 4 {
 		t.Fatalf("got %d measurements, want create, get, list, watch", len(res.Pairs))
 	}
@@ -27,28 +24,21 @@ func TestRunSmall(t *testing.T) {
 			}
 		}
 	}
-	var buf bytes.Buffer
-	res.Print(&buf)
-	if !strings.Contains(buf.String(), "ratio") {
-		t.Errorf("printed result lacks the ratio column:\n%s", buf.String())
+	if !strings.Contains(out, "ratio") {
+		t.Errorf("printed result lacks the ratio column:\n%s", out)
 	}
 }
 
 // TestRunServicesSmall keeps the Service benchmark working; the figures
 // come from `go run ./bench/services`.
 func TestRunServicesSmall(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := RunServices(ctx, Options{N: 100, Workers: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, out := benchmain.Small(t, func(ctx context.Context) (*ServiceResult, error) {
+		return RunServices(ctx, Options{N: 100, Workers: 4})
+	})
 	if len(res.Services) != 2 || res.ConfigMaps.Rate() <= 0 {
 		t.Fatalf("got %+v", res)
 	}
-	var buf bytes.Buffer
-	res.Print(&buf)
-	if !strings.Contains(buf.String(), "ratio") || !strings.Contains(buf.String(), "svc-nodeport") {
-		t.Errorf("printed result:\n%s", buf.String())
+	if !strings.Contains(out, "ratio") || !strings.Contains(out, "svc-nodeport") {
+		t.Errorf("printed result:\n%s", out)
 	}
 }

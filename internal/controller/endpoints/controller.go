@@ -84,29 +84,22 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 			c.queue.Add(key)
 		}
 	}
-	handlers := []struct {
-		informer cache.SharedIndexInformer
-		handler  cache.ResourceEventHandler
-	}{
-		{core.Services().Informer(), cache.ResourceEventHandlerFuncs{
+	synced, err := controller.Register(
+		controller.Handler{Informer: core.Services().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    queueNow,
 			UpdateFunc: func(_, cur any) { queueNow(cur) },
 			DeleteFunc: queueNow,
 		}},
-		{core.Pods().Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onPod(nil, obj) },
-			UpdateFunc: c.onPod,
-			DeleteFunc: func(obj any) { c.onPod(obj, nil) },
-		}},
-		{core.Endpoints().Informer(), cache.ResourceEventHandlerFuncs{DeleteFunc: queueNow}},
+		controller.Handler{Informer: core.Pods().Informer(), Handler: endpointutil.PodEvents(c.services, func(key string) {
+			c.latency.Seen(key)
+			c.queue.AddAfter(key, c.opts.BatchPeriod)
+		})},
+		controller.Handler{Informer: core.Endpoints().Informer(), Handler: cache.ResourceEventHandlerFuncs{DeleteFunc: queueNow}},
+	)
+	if err != nil {
+		return nil, fmt.Errorf("endpoints controller: %w", err)
 	}
-	for _, h := range handlers {
-		synced, err := controller.Handle(h.informer, h.handler)
-		if err != nil {
-			return nil, fmt.Errorf("endpoints controller: %w", err)
-		}
-		c.synced = append(c.synced, synced)
-	}
+	c.synced = synced
 	return c, nil
 }
 
@@ -114,25 +107,13 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 // controller wrote, so that those whose Service went away while no
 // controller ran are deleted.
 func (c *Controller) Run(ctx context.Context) {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return
-	}
-	written, err := c.endpoints.List(labels.SelectorFromValidatedSet(labels.Set{LabelManagedBy: ControllerName}))
-	if err == nil {
+	if cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		written, _ := c.endpoints.List(labels.SelectorFromValidatedSet(labels.Set{LabelManagedBy: ControllerName}))
 		for _, ep := range written {
 			c.queue.Add(ep.Namespace + "/" + ep.Name)
 		}
 	}
 	c.queue.Run(ctx, c.opts.Workers)
-}
-
-func (c *Controller) onPod(old, cur any) {
-	oldPod, _ := controller.Object[*corev1.Pod](old)
-	curPod, _ := controller.Object[*corev1.Pod](cur)
-	for key := range endpointutil.ServicesToSync(c.services, oldPod, curPod) {
-		c.latency.Seen(key)
-		c.queue.AddAfter(key, c.opts.BatchPeriod)
-	}
 }
 
 func (c *Controller) sync(ctx context.Context, key string) error {

@@ -95,34 +95,26 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		),
 		Sync: c.sync,
 	})
-	handlers := []struct {
-		informer cache.SharedIndexInformer
-		handler  cache.ResourceEventHandler
-	}{
-		{core.Services().Informer(), cache.ResourceEventHandlerFuncs{
+	synced, err := controller.Register(
+		controller.Handler{Informer: core.Services().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.onService,
 			UpdateFunc: func(_, cur any) { c.onService(cur) },
 			DeleteFunc: c.onService,
 		}},
-		{core.Pods().Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onPod(nil, obj) },
-			UpdateFunc: c.onPod,
-			DeleteFunc: func(obj any) { c.onPod(obj, nil) },
-		}},
-		{core.Nodes().Informer(), cache.ResourceEventHandlerFuncs{}},
-		{sliceInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.onSliceAdd,
-			UpdateFunc: c.onSliceUpdate,
-			DeleteFunc: c.onSliceDelete,
-		}},
+		controller.Handler{Informer: core.Pods().Informer(), Handler: endpointutil.PodEvents(c.services, func(key string) {
+			c.latency.Seen(key)
+			c.queue.AddAfter(key, c.opts.BatchPeriod)
+		})},
+		controller.Handler{Informer: core.Nodes().Informer(), Handler: cache.ResourceEventHandlerFuncs{}},
+		controller.Handler{Informer: sliceInformer.Informer(), Handler: endpointutil.SliceEvents(ControllerName, c.tracker, func(key string) {
+			c.latency.Seen(key)
+			c.queue.AddAfter(key, max(sliceChangeDelay, c.opts.BatchPeriod))
+		})},
+	)
+	if err != nil {
+		return nil, fmt.Errorf("endpointslice controller: %w", err)
 	}
-	for _, h := range handlers {
-		synced, err := controller.Handle(h.informer, h.handler)
-		if err != nil {
-			return nil, fmt.Errorf("endpointslice controller: %w", err)
-		}
-		c.synced = append(c.synced, synced)
-	}
+	c.synced = synced
 	return c, nil
 }
 
@@ -136,61 +128,6 @@ func (c *Controller) onService(obj any) {
 		c.latency.Seen(key)
 		c.queue.Add(key)
 	}
-}
-
-// onPod queues, after the batch period, the Services whose endpoints a pod
-// event changes; old is nil for an add and cur for a delete.
-func (c *Controller) onPod(old, cur any) {
-	oldPod, _ := controller.Object[*corev1.Pod](old)
-	curPod, _ := controller.Object[*corev1.Pod](cur)
-	for key := range endpointutil.ServicesToSync(c.services, oldPod, curPod) {
-		c.latency.Seen(key)
-		c.queue.AddAfter(key, c.opts.BatchPeriod)
-	}
-}
-
-func managed(s *discoveryv1.EndpointSlice) bool {
-	return s.Labels[discoveryv1.LabelManagedBy] == ControllerName
-}
-
-// onSliceAdd repairs a slice of ours that someone else created or changed.
-func (c *Controller) onSliceAdd(obj any) {
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok && managed(s) && c.tracker.ShouldSync(s) {
-		c.queueForSlice(s)
-	}
-}
-
-func (c *Controller) onSliceUpdate(old, cur any) {
-	prev, ok1 := old.(*discoveryv1.EndpointSlice)
-	s, ok2 := cur.(*discoveryv1.EndpointSlice)
-	if !ok1 || !ok2 {
-		return
-	}
-	// Label changes keep the generation, so they are looked at here.
-	if prev.Labels[discoveryv1.LabelServiceName] != s.Labels[discoveryv1.LabelServiceName] {
-		c.queueForSlice(prev)
-		c.queueForSlice(s)
-		return
-	}
-	if managed(prev) != managed(s) || (managed(s) && c.tracker.ShouldSync(s)) {
-		c.queueForSlice(s)
-	}
-}
-
-// onSliceDelete recreates a slice of ours deleted by someone else.
-func (c *Controller) onSliceDelete(obj any) {
-	if s, ok := controller.Object[*discoveryv1.EndpointSlice](obj); ok && managed(s) && !c.tracker.ObserveDeletion(s) {
-		c.queueForSlice(s)
-	}
-}
-
-func (c *Controller) queueForSlice(s *discoveryv1.EndpointSlice) {
-	key, ok := endpointutil.ServiceKey(s)
-	if !ok {
-		return
-	}
-	c.latency.Seen(key)
-	c.queue.AddAfter(key, max(sliceChangeDelay, c.opts.BatchPeriod))
 }
 
 func (c *Controller) sync(ctx context.Context, key string) error {

@@ -14,22 +14,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/svcnet/svcnet/internal/controller/endpointutil"
 )
-
-// changes are the writes one sync makes.
-type changes struct {
-	create, update, remove []*discoveryv1.EndpointSlice
-}
-
-func (c *changes) add(o changes) {
-	c.create = append(c.create, o.create...)
-	c.update = append(c.update, o.update...)
-	c.remove = append(c.remove, o.remove...)
-}
 
 // portGroup is the desired state of the pods whose ports resolve alike.
 type portGroup struct {
@@ -45,10 +33,10 @@ type portGroup struct {
 func (c *Controller) reconcile(ctx context.Context, svc *corev1.Service, pods []*corev1.Pod, existing []*discoveryv1.EndpointSlice, trigger time.Time) (bool, error) {
 	types := addressTypes(svc)
 	byType := map[discoveryv1.AddressType][]*discoveryv1.EndpointSlice{}
-	var all changes
+	var all endpointutil.SliceWrites
 	for _, s := range existing {
 		if !types.Has(s.AddressType) {
-			all.remove = append(all.remove, s) // a family the Service dropped
+			all.Delete = append(all.Delete, s) // a family the Service dropped
 			continue
 		}
 		byType[s.AddressType] = append(byType[s.AddressType], s)
@@ -57,7 +45,7 @@ func (c *Controller) reconcile(ctx context.Context, svc *corev1.Service, pods []
 	for _, t := range sets.List(types) {
 		ch, err := c.reconcileType(svc, pods, byType[t], t)
 		errs = append(errs, err)
-		all.add(ch)
+		all.Add(ch)
 	}
 	wrote, err := c.write(ctx, svc, all, trigger)
 	return wrote, errors.Join(append(errs, err)...)
@@ -67,15 +55,15 @@ func (c *Controller) reconcile(ctx context.Context, svc *corev1.Service, pods []
 // cache does not know are left out, and reported as an error so that the
 // Service is synced again, unless the Service publishes not-ready
 // addresses.
-func (c *Controller) reconcileType(svc *corev1.Service, pods []*corev1.Pod, existing []*discoveryv1.EndpointSlice, addressType discoveryv1.AddressType) (changes, error) {
-	var ch changes
+func (c *Controller) reconcileType(svc *corev1.Service, pods []*corev1.Pod, existing []*discoveryv1.EndpointSlice, addressType discoveryv1.AddressType) (endpointutil.SliceWrites, error) {
+	var ch endpointutil.SliceWrites
 	owned := map[string][]*discoveryv1.EndpointSlice{}
 	for _, s := range existing {
 		if endpointutil.OwnedBy(s, "Service", svc.UID) {
 			key := endpointutil.PortsKey(s.Ports)
 			owned[key] = append(owned[key], s)
 		} else {
-			ch.remove = append(ch.remove, s) // left by an earlier Service of this name
+			ch.Delete = append(ch.Delete, s) // left by an earlier Service of this name
 		}
 	}
 
@@ -95,7 +83,7 @@ func (c *Controller) reconcileType(svc *corev1.Service, pods []*corev1.Pod, exis
 		node, err := c.nodes.Get(pod.Spec.NodeName)
 		if err != nil {
 			if !apierrors.IsNotFound(err) {
-				return changes{}, fmt.Errorf("get node %s: %w", pod.Spec.NodeName, err)
+				return endpointutil.SliceWrites{}, fmt.Errorf("get node %s: %w", pod.Spec.NodeName, err)
 			}
 			if !svc.Spec.PublishNotReadyAddresses {
 				errs = append(errs, fmt.Errorf("skipping Pod %s for Service %s/%s: Node %s Not Found", pod.Name, svc.Namespace, svc.Name, pod.Spec.NodeName))
@@ -110,23 +98,23 @@ func (c *Controller) reconcileType(svc *corev1.Service, pods []*corev1.Pod, exis
 
 	for _, key := range slices.Sorted(maps.Keys(desired)) {
 		group := desired[key]
-		ch.add(c.reconcilePorts(svc, owned[key], group, addressType))
+		ch.Add(c.reconcilePorts(svc, owned[key], group, addressType))
 	}
 	for key, stale := range owned {
 		if desired[key] == nil {
-			ch.remove = append(ch.remove, stale...)
+			ch.Delete = append(ch.Delete, stale...)
 		}
 	}
 
 	// A Service always has at least one slice per address type, if only an
 	// empty one, so that consumers can tell "no endpoints" from "not yet
 	// processed".
-	if len(ch.create) == 0 && len(ch.remove) == len(existing) {
+	if len(ch.Create) == 0 && len(ch.Delete) == len(existing) {
 		placeholder := newSlice(svc, []discoveryv1.EndpointPort{}, addressType)
-		if len(ch.remove) == 1 && samePlaceholder(ch.remove[0], placeholder) {
-			ch.remove = nil
+		if len(ch.Delete) == 1 && samePlaceholder(ch.Delete[0], placeholder) {
+			ch.Delete = nil
 		} else {
-			ch.create = append(ch.create, placeholder)
+			ch.Create = append(ch.Create, placeholder)
 		}
 	}
 	return ch, errors.Join(errs...)
@@ -136,8 +124,8 @@ func (c *Controller) reconcileType(svc *corev1.Service, pods []*corev1.Pod, exis
 // slice they are in, update slices whose endpoints changed, delete slices
 // left empty, put new endpoints first into slices written anyway, then into
 // the unchanged slice they fill best, then into new slices.
-func (c *Controller) reconcilePorts(svc *corev1.Service, existing []*discoveryv1.EndpointSlice, group *portGroup, addressType discoveryv1.AddressType) changes {
-	var ch changes
+func (c *Controller) reconcilePorts(svc *corev1.Service, existing []*discoveryv1.EndpointSlice, group *portGroup, addressType discoveryv1.AddressType) endpointutil.SliceWrites {
+	var ch endpointutil.SliceWrites
 	desired := group.endpoints
 	var unchanged, updated []*discoveryv1.EndpointSlice
 	existing = slices.Clone(existing)
@@ -159,7 +147,7 @@ func (c *Controller) reconcilePorts(svc *corev1.Service, existing []*discoveryv1
 		switch {
 		case changed || len(kept) != len(s.Endpoints):
 			if len(kept) == 0 {
-				ch.remove = append(ch.remove, s)
+				ch.Delete = append(ch.Delete, s)
 				continue
 			}
 			next := s.DeepCopy()
@@ -198,11 +186,11 @@ func (c *Controller) reconcilePorts(svc *corev1.Service, existing []*discoveryv1
 		}
 		if target == nil {
 			target = newSlice(svc, group.ports, addressType)
-			ch.create = append(ch.create, target)
+			ch.Create = append(ch.Create, target)
 		}
 		fill(target)
 	}
-	ch.update = append(ch.update, updated...)
+	ch.Update = append(ch.Update, updated...)
 	return ch
 }
 
@@ -229,57 +217,17 @@ func samePlaceholder(s, placeholder *discoveryv1.EndpointSlice) bool {
 		len(s.Endpoints) == 0 && len(s.Ports) == 0
 }
 
-// write turns creates paired with deletes of the same address type into
-// updates of the slice that would be deleted, then creates, updates and
-// deletes. No slice is created for a Service being deleted (the garbage
-// collector is removing its slices), nor in a terminating namespace.
-func (c *Controller) write(ctx context.Context, svc *corev1.Service, ch changes, trigger time.Time) (bool, error) {
-	var remove []*discoveryv1.EndpointSlice
-	for _, s := range ch.remove {
-		i := slices.IndexFunc(ch.create, func(n *discoveryv1.EndpointSlice) bool { return n.AddressType == s.AddressType })
-		if i < 0 || !endpointutil.OwnedBy(s, "Service", svc.UID) {
-			remove = append(remove, s)
-			continue
-		}
-		reuse := ch.create[i]
-		ch.create = slices.Delete(ch.create, i, i+1)
-		reuse.Name, reuse.GenerateName, reuse.ResourceVersion = s.Name, "", s.ResourceVersion
-		ch.update = append(ch.update, reuse)
-	}
-	api := c.client.DiscoveryV1().EndpointSlices(svc.Namespace)
-	wrote := false
-	if svc.DeletionTimestamp == nil {
-		for _, s := range ch.create {
-			setTrigger(s, trigger)
-			created, err := api.Create(ctx, s, metav1.CreateOptions{})
-			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				return wrote, nil
-			}
-			if err != nil {
-				return wrote, fmt.Errorf("failed to create EndpointSlice for Service %s/%s: %w", svc.Namespace, svc.Name, err)
-			}
-			wrote = true
-			c.tracker.Written(created)
-		}
-	}
-	for _, s := range ch.update {
-		setTrigger(s, trigger)
-		updated, err := api.Update(ctx, s, metav1.UpdateOptions{})
-		if err != nil {
-			return wrote, fmt.Errorf("failed to update %s EndpointSlice for Service %s/%s: %w", s.Name, svc.Namespace, svc.Name, err)
-		}
-		wrote = true
-		c.tracker.Written(updated)
-	}
-	for _, s := range remove {
-		err := api.Delete(ctx, s.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return wrote, fmt.Errorf("failed to delete %s EndpointSlice for Service %s/%s: %w", s.Name, svc.Namespace, svc.Name, err)
-		}
-		wrote = true
-		c.tracker.Deleted(s)
-	}
-	return wrote, nil
+// write applies the plan, reusing slices of this Service about to be
+// deleted for slices about to be created.
+func (c *Controller) write(ctx context.Context, svc *corev1.Service, plan endpointutil.SliceWrites, trigger time.Time) (bool, error) {
+	plan.Reuse(func(s *discoveryv1.EndpointSlice) bool { return endpointutil.OwnedBy(s, "Service", svc.UID) })
+	return endpointutil.Writer{
+		Client:    c.client,
+		Tracker:   c.tracker,
+		Owner:     "Service " + svc.Namespace + "/" + svc.Name,
+		NoCreates: svc.DeletionTimestamp != nil,
+		Prepare:   func(s *discoveryv1.EndpointSlice) { setTrigger(s, trigger) },
+	}.Apply(ctx, svc.Namespace, plan)
 }
 
 // setTrigger sets the last-change-trigger-time annotation of a slice about

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -75,18 +74,15 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		recorder:  controller.NewRecorder(ctx, d.Client, component),
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "endpoint_slice_mirroring", Sync: c.sync})
-	handlers := []struct {
-		informer cache.SharedIndexInformer
-		handler  cache.ResourceEventHandler
-	}{
-		{core.Endpoints().Informer(), cache.ResourceEventHandlerFuncs{
+	synced, err := controller.Register(
+		controller.Handler{Informer: core.Endpoints().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) { c.onEndpoints(nil, obj) },
 			UpdateFunc: func(old, cur any) {
 				c.onEndpoints(old, cur)
 			},
 			DeleteFunc: func(obj any) { c.onEndpoints(nil, obj) },
 		}},
-		{core.Services().Informer(), cache.ResourceEventHandlerFuncs{
+		controller.Handler{Informer: core.Services().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: c.onSelectorless,
 			UpdateFunc: func(old, cur any) {
 				// Gaining or losing a selector starts or ends mirroring.
@@ -98,19 +94,15 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 			},
 			DeleteFunc: c.onSelectorless,
 		}},
-		{sliceInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.onSliceAdd,
-			UpdateFunc: c.onSliceUpdate,
-			DeleteFunc: c.onSliceDelete,
-		}},
+		controller.Handler{Informer: sliceInformer.Informer(), Handler: endpointutil.SliceEvents(ControllerName, c.tracker, func(key string) {
+			c.latency.Seen(key)
+			c.queue.AddAfter(key, c.opts.BatchPeriod)
+		})},
+	)
+	if err != nil {
+		return nil, fmt.Errorf("endpointslice mirroring controller: %w", err)
 	}
-	for _, h := range handlers {
-		synced, err := controller.Handle(h.informer, h.handler)
-		if err != nil {
-			return nil, fmt.Errorf("endpointslice mirroring controller: %w", err)
-		}
-		c.synced = append(c.synced, synced)
-	}
+	c.synced = synced
 	return c, nil
 }
 
@@ -153,45 +145,6 @@ func (c *Controller) onSelectorless(obj any) {
 	}
 }
 
-func managed(s *discoveryv1.EndpointSlice) bool {
-	return s.Labels[discoveryv1.LabelManagedBy] == ControllerName
-}
-
-func (c *Controller) onSliceAdd(obj any) {
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok && managed(s) && c.tracker.ShouldSync(s) {
-		c.queueForSlice(s)
-	}
-}
-
-func (c *Controller) onSliceUpdate(old, cur any) {
-	prev, ok1 := old.(*discoveryv1.EndpointSlice)
-	s, ok2 := cur.(*discoveryv1.EndpointSlice)
-	if !ok1 || !ok2 {
-		return
-	}
-	if prev.Labels[discoveryv1.LabelServiceName] != s.Labels[discoveryv1.LabelServiceName] {
-		c.queueForSlice(prev)
-		c.queueForSlice(s)
-		return
-	}
-	if managed(prev) != managed(s) || (managed(s) && c.tracker.ShouldSync(s)) {
-		c.queueForSlice(s)
-	}
-}
-
-func (c *Controller) onSliceDelete(obj any) {
-	if s, ok := controller.Object[*discoveryv1.EndpointSlice](obj); ok && managed(s) && !c.tracker.ObserveDeletion(s) {
-		c.queueForSlice(s)
-	}
-}
-
-func (c *Controller) queueForSlice(s *discoveryv1.EndpointSlice) {
-	if key, ok := endpointutil.ServiceKey(s); ok {
-		c.latency.Seen(key)
-		c.queue.AddAfter(key, c.opts.BatchPeriod)
-	}
-}
-
 func (c *Controller) sync(ctx context.Context, key string) error {
 	return c.latency.Track(key, func() (bool, error) { return c.syncEndpoints(ctx, key) })
 }
@@ -223,23 +176,10 @@ func (c *Controller) syncEndpoints(ctx context.Context, key string) (bool, error
 	}
 	if !mirror {
 		c.tracker.Forget(namespace, name)
-		return c.removeAll(ctx, namespace, existing)
+		return c.writer(ep, key).Apply(ctx, namespace, endpointutil.SliceWrites{Delete: existing})
 	}
 	if c.tracker.Stale(namespace, name, ep.UID, existing) {
 		return false, fmt.Errorf("EndpointSlice %w", controller.ErrStale)
 	}
 	return c.reconcile(ctx, ep, existing)
-}
-
-// removeAll deletes mirrored slices that should no longer exist.
-func (c *Controller) removeAll(ctx context.Context, namespace string, slices []*discoveryv1.EndpointSlice) (bool, error) {
-	wrote := false
-	for _, s := range slices {
-		err := c.client.DiscoveryV1().EndpointSlices(namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return wrote, fmt.Errorf("delete mirrored EndpointSlice %s/%s: %w", namespace, s.Name, err)
-		}
-		wrote = true
-	}
-	return wrote, nil
 }

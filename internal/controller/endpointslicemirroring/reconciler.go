@@ -2,14 +2,12 @@ package endpointslicemirroring
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	netutils "k8s.io/utils/net"
 
@@ -75,82 +73,45 @@ func (c *Controller) reconcile(ctx context.Context, ep *corev1.Endpoints, existi
 		k := groupKey(s.AddressType, s.Ports)
 		byKey[k] = append(byKey[k], s)
 	}
-	var create, update, remove []*discoveryv1.EndpointSlice
+	var plan endpointutil.SliceWrites
 	for _, k := range slices.Sorted(maps.Keys(desired)) {
 		g := desired[k]
 		have := byKey[k]
 		slices.SortFunc(have, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
 		if len(g.endpoints) == 0 {
-			remove = append(remove, have...)
+			plan.Delete = append(plan.Delete, have...)
 			continue
 		}
 		want := c.mirrorSlice(ep, g)
 		if len(have) == 0 {
-			create = append(create, want)
+			plan.Create = append(plan.Create, want)
 			continue
 		}
-		remove = append(remove, have[1:]...)
+		plan.Delete = append(plan.Delete, have[1:]...)
 		if !sameMirror(have[0], want) {
 			want.Name, want.GenerateName, want.ResourceVersion = have[0].Name, "", have[0].ResourceVersion
-			update = append(update, want)
+			plan.Update = append(plan.Update, want)
 		}
 	}
 	for k, have := range byKey {
 		if desired[k] == nil {
-			remove = append(remove, have...)
+			plan.Delete = append(plan.Delete, have...)
 		}
 	}
-	// Reuse slices about to be deleted for those about to be created.
-	var kept []*discoveryv1.EndpointSlice
-	for _, s := range remove {
-		i := slices.IndexFunc(create, func(n *discoveryv1.EndpointSlice) bool { return n.AddressType == s.AddressType })
-		if i < 0 {
-			kept = append(kept, s)
-			continue
-		}
-		reuse := create[i]
-		create = slices.Delete(create, i, i+1)
-		reuse.Name, reuse.GenerateName, reuse.ResourceVersion = s.Name, "", s.ResourceVersion
-		update = append(update, reuse)
-	}
-	return c.write(ctx, ep, create, update, kept)
+	// Slices about to be deleted are reused for those about to be created.
+	plan.Reuse(func(*discoveryv1.EndpointSlice) bool { return true })
+	return c.writer(ep, ep.Namespace+"/"+ep.Name).Apply(ctx, ep.Namespace, plan)
 }
 
-// write creates, updates and deletes mirrored slices; no slice is created
-// for Endpoints being deleted, nor in a terminating namespace.
-func (c *Controller) write(ctx context.Context, ep *corev1.Endpoints, create, update, remove []*discoveryv1.EndpointSlice) (bool, error) {
-	api := c.client.DiscoveryV1().EndpointSlices(ep.Namespace)
-	wrote := false
-	if ep.DeletionTimestamp == nil {
-		for _, s := range create {
-			created, err := api.Create(ctx, s, metav1.CreateOptions{})
-			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				return wrote, nil
-			}
-			if err != nil {
-				return wrote, fmt.Errorf("failed to create EndpointSlice for Endpoints %s/%s: %w", ep.Namespace, ep.Name, err)
-			}
-			wrote = true
-			c.tracker.Written(created)
-		}
+// writer applies plans for the Endpoints of key, which may be gone (nil).
+// No slice is created for Endpoints being deleted.
+func (c *Controller) writer(ep *corev1.Endpoints, key string) endpointutil.Writer {
+	return endpointutil.Writer{
+		Client:    c.client,
+		Tracker:   c.tracker,
+		Owner:     "Endpoints " + key,
+		NoCreates: ep == nil || ep.DeletionTimestamp != nil,
 	}
-	for _, s := range update {
-		updated, err := api.Update(ctx, s, metav1.UpdateOptions{})
-		if err != nil {
-			return wrote, fmt.Errorf("failed to update %s EndpointSlice for Endpoints %s/%s: %w", s.Name, ep.Namespace, ep.Name, err)
-		}
-		wrote = true
-		c.tracker.Written(updated)
-	}
-	for _, s := range remove {
-		err := api.Delete(ctx, s.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return wrote, fmt.Errorf("failed to delete %s EndpointSlice for Endpoints %s/%s: %w", s.Name, ep.Namespace, ep.Name, err)
-		}
-		wrote = true
-		c.tracker.Deleted(s)
-	}
-	return wrote, nil
 }
 
 // mirrorSlice is the slice mirroring one group of the Endpoints: its

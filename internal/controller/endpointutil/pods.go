@@ -15,6 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 // PodReady is the pod's Ready condition.
@@ -154,4 +157,21 @@ func selecting(services corelisters.ServiceLister, namespace string, podLabels m
 		}
 	}
 	return set
+}
+
+// PodEvents returns pod informer handlers that call queue with the key of
+// every Service whose endpoints the event may change.
+func PodEvents(services corelisters.ServiceLister, queue func(key string)) cache.ResourceEventHandlerFuncs {
+	on := func(old, cur any) {
+		oldPod, _ := controller.Object[*corev1.Pod](old)
+		curPod, _ := controller.Object[*corev1.Pod](cur)
+		for key := range ServicesToSync(services, oldPod, curPod) {
+			queue(key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { on(nil, obj) },
+		UpdateFunc: on,
+		DeleteFunc: func(obj any) { on(obj, nil) },
+	}
 }

@@ -12,6 +12,9 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet/svcnet/internal/controller"
 )
 
 // EndpointKey is an endpoint's identity: its sorted addresses, hostname
@@ -238,4 +241,46 @@ func OwnedBy(slice *discoveryv1.EndpointSlice, kind string, uid types.UID) bool 
 		}
 	}
 	return false
+}
+
+// SliceEvents returns the handlers of the slice informer of a controller
+// whose slices carry managedBy: for a slice of its own that someone else
+// created, changed or deleted (the tracker tells the controller's own
+// writes apart), and for slices moved between Services or controllers by a
+// label change, it calls queue with the Service (or Endpoints) key.
+func SliceEvents(managedBy string, tracker *SliceTracker, queue func(key string)) cache.ResourceEventHandlerFuncs {
+	managed := func(s *discoveryv1.EndpointSlice) bool { return s.Labels[discoveryv1.LabelManagedBy] == managedBy }
+	queueFor := func(s *discoveryv1.EndpointSlice) {
+		if key, ok := ServiceKey(s); ok {
+			queue(key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := obj.(*discoveryv1.EndpointSlice); ok && managed(s) && tracker.ShouldSync(s) {
+				queueFor(s)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			prev, ok1 := old.(*discoveryv1.EndpointSlice)
+			s, ok2 := cur.(*discoveryv1.EndpointSlice)
+			if !ok1 || !ok2 {
+				return
+			}
+			// Label changes keep the generation, so they are looked at here.
+			if prev.Labels[discoveryv1.LabelServiceName] != s.Labels[discoveryv1.LabelServiceName] {
+				queueFor(prev)
+				queueFor(s)
+				return
+			}
+			if managed(prev) != managed(s) || (managed(s) && tracker.ShouldSync(s)) {
+				queueFor(s)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s, ok := controller.Object[*discoveryv1.EndpointSlice](obj); ok && managed(s) && !tracker.ObserveDeletion(s) {
+				queueFor(s)
+			}
+		},
+	}
 }

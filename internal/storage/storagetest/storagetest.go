@@ -1,0 +1,52 @@
+// Package storagetest starts what tests of the storage layer's users need:
+// a free loopback port and an embedded etcd with a client for it.
+package storagetest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/svcnet/svcnet/internal/storage"
+)
+
+// FreePort returns a loopback port nobody listens on now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// FreeURL returns an http URL on a free loopback port.
+func FreeURL(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("http://127.0.0.1:%d", FreePort(t))
+}
+
+// Start starts an embedded etcd in a temporary directory and returns a
+// client for it; both are closed when the test ends.
+func Start(t testing.TB) *clientv3.Client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	e, err := storage.StartEmbedded(ctx, storage.EmbeddedConfig{Dir: t.TempDir(), ClientURL: FreeURL(t), PeerURL: FreeURL(t)})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL}, Logger: zap.NewNop()})
+	if err != nil {
+		cancel()
+		e.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close(); cancel(); e.Close() })
+	return cli
+}
