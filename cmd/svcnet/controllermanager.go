@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -65,7 +64,7 @@ func controllerManagerCommand() *cobra.Command {
 }
 
 // withControllers runs the controller manager inside `svcnet up` against
-// its API server, and returns when both have stopped.
+// its API server until ctx ends, and returns once it has stopped.
 func withControllers(ctx context.Context, a *cluster.APIServer, o cluster.ControllerManagerOptions) error {
 	klog.SetSlogLogger(slog.Default())
 	o.Kubeconfig = a.Kubeconfig
@@ -73,5 +72,5 @@ func withControllers(ctx context.Context, a *cluster.APIServer, o cluster.Contro
 	if err != nil {
 		return err
 	}
-	return errors.Join(a.Wait(), cm.Wait())
+	return cm.Wait()
 }

@@ -76,15 +76,29 @@ func upCommand() *cobra.Command {
 	cm := controllerManagerFlags(cmd)
 	startNode := upNodeFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		// ctx stops the node and the controllers; the API server outlives
+		// them, so that their last writes on the way out (pod status, the
+		// leader lease) still reach it.
 		ctx, stop := context.WithCancel(cmd.Context())
 		defer stop()
-		a, err := cluster.StartAPIServer(ctx, *o)
+		apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopAPI()
+		a, err := cluster.StartAPIServer(apiCtx, *o)
 		if err != nil {
 			return err
 		}
+		apiDone := make(chan error, 1)
+		go func() {
+			apiDone <- a.Wait()
+			stop() // an API server that fails takes the cluster down
+		}()
 		nodeDone := startNode(ctx, stop, a.Kubeconfig, o.DataDir)
 		fmt.Printf("svcnet is up: API server %s\n\n  export KUBECONFIG=%s\n  kubectl get namespaces\n\n", a.URL, a.Kubeconfig)
-		return errors.Join(withControllers(ctx, a, *cm), <-nodeDone)
+		cmErr := withControllers(ctx, a, *cm)
+		stop()
+		nodeErr := <-nodeDone
+		stopAPI()
+		return errors.Join(cmErr, nodeErr, <-apiDone)
 	}
 	return cmd
 }
