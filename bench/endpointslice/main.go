@@ -9,11 +9,8 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"log/slog"
-	"os"
-	"time"
 
+	"github.com/svcnet/svcnet/bench/internal/benchmain"
 	"github.com/svcnet/svcnet/bench/internal/slicebench"
 	"github.com/svcnet/svcnet/internal/cluster"
 )
@@ -27,15 +24,8 @@ func main() {
 	flag.DurationVar(&o.BatchPeriod, "batch-period", 0, "the controller's --endpointslice-updates-batch-period")
 	qps := flag.Float64("qps", float64(def.KubeAPIQPS), "the controller manager's --kube-api-qps")
 	flag.IntVar(&o.Burst, "burst", def.KubeAPIBurst, "the controller manager's --kube-api-burst")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	o.QPS = float32(*qps)
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	res, err := slicebench.Run(ctx, o)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
-	res.Print(os.Stdout)
+	benchmain.Main(*cpuProfile, func(ctx context.Context) (*slicebench.Result, error) { return slicebench.Run(ctx, o) })
 }
