@@ -17,8 +17,9 @@ import (
 func main() {
 	n := flag.Int("n", 2000, "creates of each kind")
 	workers := flag.Int("workers", 16, "concurrent clients")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
-	benchmain.Main("", func(ctx context.Context) (*apibench.ServiceResult, error) {
+	benchmain.Main(*cpuProfile, func(ctx context.Context) (*apibench.ServiceResult, error) {
 		return apibench.RunServices(ctx, apibench.Options{N: *n, Workers: *workers})
 	})
 }
