@@ -40,6 +40,11 @@ type subresource struct {
 
 func subresourcesOf(r *registry.Resource) []subresource {
 	var out []subresource
+	if r.Resource == "pods" && r.Kind.Group == "" {
+		out = append(out,
+			subresource{name: "binding", kind: schema.GroupVersionKind{Kind: "Binding"}, verbs: []string{"create"}},
+			subresource{name: "log", kind: schema.GroupVersionKind{Kind: "Pod"}, verbs: []string{"get"}})
+	}
 	if r.Resource == "namespaces" {
 		out = append(out, subresource{name: "finalize", kind: schema.GroupVersionKind{Kind: r.Kind.Kind}, verbs: []string{"update"}})
 	}

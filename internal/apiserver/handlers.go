@@ -47,7 +47,11 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, ri *reque
 		case "watch":
 			err = s.serveWatch(w, r, ri)
 		case "create":
-			err = s.serveCreate(w, r, ri)
+			if ri.subresource == "binding" {
+				err = s.serveBinding(w, r, ri)
+			} else {
+				err = s.serveCreate(w, r, ri)
+			}
 		case "update":
 			err = s.serveUpdate(w, r, ri)
 		case "patch":
@@ -73,6 +77,8 @@ func subresourceAllows(ri *requestInfo) error {
 		ok = ri.verb != "create" || ri.name == ""
 	case "finalize":
 		ok = ri.verb == "update"
+	case "binding":
+		ok = ri.verb == "create"
 	default:
 		ok = ri.verb == "get" || ri.verb == "update" || ri.verb == "patch"
 	}

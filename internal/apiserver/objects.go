@@ -377,7 +377,7 @@ func (s *Server) prepareUpdate(res *registry.Resource, ns, name, sub string, cur
 	a.SetGeneration(ca.GetGeneration())
 	a.SetSelfLink("")
 	a.SetResourceVersion(ca.GetResourceVersion())
-	if sub != "status" && res.Status {
+	if sub != "status" && sub != "binding" && res.Status {
 		copyStatus(desired, cur)
 	}
 	res.Strategy.Default(desired)
@@ -393,7 +393,9 @@ func (s *Server) prepareUpdate(res *registry.Resource, ns, name, sub string, cur
 		nameFn = validation.NameIsDNSSubdomain
 	}
 	errs = append(errs, validation.ValidateObjectMetaAccessor(a, res.Namespaced, nameFn, field.NewPath("metadata"))...)
-	errs = append(errs, res.Strategy.ValidateUpdate(desired, cur)...)
+	if sub != "binding" { // a binding sets spec.nodeName, which pod updates may not
+		errs = append(errs, res.Strategy.ValidateUpdate(desired, cur)...)
+	}
 	if len(errs) > 0 {
 		return nil, false, apierrors.NewInvalid(res.Kind.GroupKind(), name, errs)
 	}

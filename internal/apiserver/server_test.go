@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/configmap"
+	"github.com/svcnet/svcnet/internal/registry/pod"
 	"github.com/svcnet/svcnet/internal/storage"
 	"github.com/svcnet/svcnet/internal/storage/storagetest"
 )
@@ -37,7 +38,7 @@ func newTestServer(t *testing.T) (*Server, kubernetes.Interface) {
 	t.Helper()
 	cli := storagetest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	set, err := registry.NewSet(configmap.Resource(), &registry.Resource{
+	set, err := registry.NewSet(configmap.Resource(), pod.Resource(), &registry.Resource{
 		Kind: corev1.SchemeGroupVersion.WithKind("Namespace"), Resource: "namespaces", Singular: "namespace",
 		ShortNames: []string{"ns"}, Status: true, Strategy: nsStrategy{},
 	})
