@@ -82,6 +82,9 @@ func rvOf(obj runtime.Object) int64 {
 
 // storageError turns a storage error into the API error upstream answers.
 func storageError(err error, res *registry.Resource, name string) error {
+	if _, ok := err.(apierrors.APIStatus); ok {
+		return err // already an API error (from a registry.Writer)
+	}
 	gr := res.GroupResource()
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
@@ -282,16 +285,10 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 			return cur, false, nil
 		}
 		if finalized(next) {
-			extra, done, err := prepareWrite(ctx, res, nil, cur, o.dryRun)
-			if err != nil {
-				return nil, false, err
-			}
 			if o.dryRun {
-				done(nil)
-				return next, false, nil
+				return next, false, s.dryRunDelete(ctx, res, cur)
 			}
-			out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), extra)
-			done(err)
+			out, err := s.deleteStored(ctx, res, ns, name, cur)
 			if retryExtra(err, &extraRetries) {
 				attempt-- // contention on the Writer's state, not on the object
 				continue
@@ -494,16 +491,10 @@ func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name st
 			}
 			return out, false, nil
 		}
-		extra, done, err := prepareWrite(ctx, res, nil, cur, dryRun)
-		if err != nil {
-			return nil, false, err
-		}
 		if dryRun {
-			done(nil)
-			return cur, true, nil
+			return cur, true, s.dryRunDelete(ctx, res, cur)
 		}
-		out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), extra)
-		done(err)
+		out, err := s.deleteStored(ctx, res, ns, name, cur)
 		if retryExtra(err, &extraRetries) {
 			attempt-- // contention on the Writer's state, not on the object
 			continue
@@ -517,6 +508,28 @@ func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name st
 		return out, true, nil
 	}
 	return nil, false, apierrors.NewConflict(res.GroupResource(), name, errors.New("too many concurrent updates, please retry"))
+}
+
+// deleteStored removes cur from etcd, with what its kind's Writer releases
+// in the same transaction. Errors are storage errors, for the caller's
+// retry rules.
+func (s *Server) deleteStored(ctx context.Context, res *registry.Resource, ns, name string, cur runtime.Object) (runtime.Object, error) {
+	extra, done, err := prepareWrite(ctx, res, nil, cur, false)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), extra)
+	done(err)
+	return out, err
+}
+
+// dryRunDelete runs the Writer's checks of a delete without committing.
+func (s *Server) dryRunDelete(ctx context.Context, res *registry.Resource, cur runtime.Object) error {
+	_, done, err := prepareWrite(ctx, res, nil, cur, true)
+	if err == nil {
+		done(nil)
+	}
+	return err
 }
 
 func addFinalizer(a metav1.Object, f string) {
