@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -14,15 +15,32 @@ import (
 	"github.com/svcnet/svcnet/internal/storage"
 )
 
-// FreePort returns a loopback port nobody listens on now.
+// handedOut remembers the ports FreePort returned in this process: a port
+// is only free until its user binds it, so two calls before either binds
+// must not return the same one.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort returns a loopback port nobody listens on now and that no
+// earlier call in this process returned.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // FreeURL returns an http URL on a free loopback port.
