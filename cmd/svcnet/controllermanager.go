@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
@@ -16,7 +17,7 @@ func controllerManagerFlags(cmd *cobra.Command) *cluster.ControllerManagerOption
 	o := cluster.DefaultControllerManagerOptions()
 	f := cmd.Flags()
 	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "host:port serving /metrics and /healthz over HTTP (\"0\" disables)")
-	f.StringSliceVar(&o.Controllers, "controllers", o.Controllers, "controllers to run: '*' for all, 'foo' to enable foo, '-foo' to disable foo; known: endpoints-controller, endpointslice-controller, endpointslice-mirroring-controller, garbage-collector-controller, namespace-controller")
+	f.StringSliceVar(&o.Controllers, "controllers", o.Controllers, "controllers to run: '*' for all, 'foo' to enable foo, '-foo' to disable foo; known: "+strings.Join(cluster.KnownControllers(), ", "))
 	f.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "queries per second to the API server")
 	f.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "burst of queries to the API server")
 	le := &o.LeaderElection

@@ -142,6 +142,15 @@ var knownControllers = []knownController{
 	}},
 }
 
+// KnownControllers names the controllers --controllers accepts.
+func KnownControllers() []string {
+	names := make([]string, len(knownControllers))
+	for i, k := range knownControllers {
+		names[i] = k.name
+	}
+	return names
+}
+
 // runOf adapts a constructor's result.
 func runOf[C interface{ Run(context.Context) }](c C, err error) (func(context.Context), error) {
 	if err != nil {
