@@ -13,6 +13,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/svcnet/svcnet/internal/controller/endpointutil"
+	"github.com/svcnet/svcnet/internal/controller/podstate"
 )
 
 // maxCapacity is the most addresses an Endpoints object holds.
@@ -31,7 +32,7 @@ func desiredSubsets(svc *corev1.Service, pods []*corev1.Pod) []corev1.EndpointSu
 		if !ok {
 			continue
 		}
-		ready := tolerate || endpointutil.PodReady(pod)
+		ready := tolerate || podstate.Ready(pod)
 		if len(svc.Spec.Ports) == 0 {
 			// A headless Service may have no ports; its addresses are
 			// still published.

@@ -11,6 +11,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/svcnet/svcnet/internal/controller/endpointutil"
+	"github.com/svcnet/svcnet/internal/controller/podstate"
 )
 
 // addressTypes are the slice address types a Service gets: one per IP
@@ -64,7 +65,7 @@ func endpointPorts(svc *corev1.Service, pod *corev1.Pod) []discoveryv1.EndpointP
 // podEndpoint is the endpoint of a pod in a slice of addressType. node is
 // nil when the pod's node is unknown.
 func podEndpoint(pod *corev1.Pod, node *corev1.Node, svc *corev1.Service, addressType discoveryv1.AddressType) *discoveryv1.Endpoint {
-	serving := endpointutil.PodReady(pod)
+	serving := podstate.Ready(pod)
 	terminating := pod.DeletionTimestamp != nil
 	// A terminating pod is never ready, unless the Service publishes
 	// addresses regardless of readiness.

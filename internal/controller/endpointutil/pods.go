@@ -8,7 +8,6 @@ package endpointutil
 
 import (
 	"maps"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,28 +17,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/podstate"
 )
-
-// PodReady is the pod's Ready condition.
-func PodReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// readyTransition is when the pod's Ready condition last changed, zero
-// without one.
-func readyTransition(pod *corev1.Pod) time.Time {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
-}
 
 // HasEndpoint says whether a pod belongs in endpoint lists at all: it is
 // not finished (Succeeded or Failed) and has an IP. Terminating pods count
@@ -124,7 +103,7 @@ func ServicesToSync(services corelisters.ServiceLister, old, cur *corev1.Pod) se
 // endpointChanged says whether an update changes the pod's endpoint in the
 // Services it already belongs to.
 func endpointChanged(old, cur *corev1.Pod) bool {
-	if (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) || PodReady(old) != PodReady(cur) {
+	if (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) || podstate.Ready(old) != podstate.Ready(cur) {
 		return true
 	}
 	if len(old.Status.PodIPs) != len(cur.Status.PodIPs) {

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcnet/svcnet/internal/controller/podstate"
 )
 
 // TriggerTimes computes the endpoints.kubernetes.io/last-change-trigger-time
@@ -46,7 +48,7 @@ func (t *TriggerTimes) Compute(svc *corev1.Service, pods []*corev1.Pod) time.Tim
 	}
 	next := triggerState{service: svc.CreationTimestamp.Time, pods: make(map[string]time.Time, len(pods))}
 	for _, pod := range pods {
-		at := readyTransition(pod)
+		at := podstate.ReadySince(pod)
 		if at.IsZero() {
 			continue
 		}
