@@ -188,9 +188,24 @@ func TestNodeProbes(t *testing.T) {
     readinessProbe: {exec: {command: [test, -e, %q]}, periodSeconds: 1, failureThreshold: 2}
     livenessProbe: {exec: {command: [test, -e, %q]}, periodSeconds: 1, failureThreshold: 2}
 `, ready, live))
+	c.must("create", "service", "clusterip", "probed", "--tcp=80:80")
 	c.waitReady("probed", "True", 30*time.Second)
+	podIP := c.jsonpath("pod", "probed", "{.status.podIP}")
+	sliceReady := func(want string) {
+		t.Helper()
+		eventually(t, 10*time.Second, func() string {
+			got, _ := c.kubectl("", "get", "endpointslices", "-l", "kubernetes.io/service-name=probed",
+				"-o", `jsonpath={range .items[*].endpoints[*]}{.addresses[0]}={.conditions.ready}{"\n"}{end}`)
+			if strings.TrimSpace(got) != podIP+"="+want {
+				return fmt.Sprintf("Service probed's EndpointSlice has %q, want %s=%s", got, podIP, want)
+			}
+			return ""
+		})
+	}
+	sliceReady("true")
 
-	// Readiness: NotReady within periodSeconds × failureThreshold (+ slack).
+	// Readiness: NotReady within periodSeconds × failureThreshold (+ slack),
+	// and the pod's endpoint in the Service's slice turns not ready.
 	if err := os.Remove(ready); err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +214,7 @@ func TestNodeProbes(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second+1500*time.Millisecond {
 		t.Errorf("NotReady after %s, want within 2s of the probe failing", d)
 	}
+	sliceReady("false")
 	if got := c.jsonpath("pod", "probed", "{.status.restartCount}{.status.containerStatuses[0].restartCount}"); got != "0" {
 		t.Errorf("a readiness failure restarted the container: restartCount %s", got)
 	}
