@@ -19,16 +19,10 @@ type consoleStep struct {
 	want []string
 }
 
-func consoleSteps(t *testing.T, page string) []consoleStep {
-	t.Helper()
-	f, err := os.Open(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+func consoleSteps(page string) []consoleStep {
 	var steps []consoleStep
 	in := false
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(strings.NewReader(page))
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
@@ -59,6 +53,10 @@ func normalize(lines []string) string {
 	return strings.Join(out, "\n")
 }
 
+// needsNode marks a page whose examples run pods: its cluster has a node
+// agent in a network namespace of the test's own.
+const needsNode = "<!-- docs test: node -->"
+
 // TestDocsExamples runs every console example in docs/ against a fresh
 // cluster and compares the output.
 func TestDocsExamples(t *testing.T) {
@@ -67,12 +65,21 @@ func TestDocsExamples(t *testing.T) {
 		t.Fatalf("no docs pages: %v", err)
 	}
 	for _, page := range pages {
-		steps := consoleSteps(t, page)
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := consoleSteps(string(text))
 		if len(steps) == 0 {
 			continue
 		}
 		t.Run(filepath.Base(page), func(t *testing.T) {
-			c := startCluster(t)
+			var c *cluster
+			if strings.Contains(string(text), needsNode) {
+				c = startNodeCluster(t).cluster
+			} else {
+				c = startCluster(t)
+			}
 			bin := t.TempDir()
 			// kubectl in the examples runs with this cluster's cache dir.
 			wrapper := "#!/bin/sh\nexec " + kubectlPath + " --cache-dir " + c.cacheDir + " \"$@\"\n"
