@@ -38,6 +38,20 @@ func controllerManagerFlags(cmd *cobra.Command) *cluster.ControllerManagerOption
 	f.IntVar(&o.GCWorkers, "concurrent-gc-syncs", o.GCWorkers, "objects the garbage collector handles at once")
 	f.IntVar(&o.Namespace.Workers, "concurrent-namespace-syncs", o.Namespace.Workers, "namespaces emptied at once")
 	f.DurationVar(&o.Namespace.SyncPeriod, "namespace-sync-period", o.Namespace.SyncPeriod, "how often terminating namespaces are looked at again")
+	f.IntVar(&o.Scheduler.Parallelism, "scheduler-parallelism", o.Scheduler.Parallelism, "pods the scheduler places and binds at once")
+	f.Float32Var(&o.Scheduler.QPS, "scheduler-kube-api-qps", o.Scheduler.QPS, "queries per second of each of the scheduler's clients (kube-scheduler's --kube-api-qps)")
+	f.IntVar(&o.Scheduler.Burst, "scheduler-kube-api-burst", o.Scheduler.Burst, "burst of queries of each of the scheduler's clients (kube-scheduler's --kube-api-burst)")
+	nl := &o.NodeLifecycle
+	f.DurationVar(&nl.MonitorPeriod, "node-monitor-period", nl.MonitorPeriod, "how often node health (status heartbeats and Leases) is checked")
+	f.DurationVar(&nl.GracePeriod, "node-monitor-grace-period", nl.GracePeriod, "how long a running node may stay silent before it is marked Unknown (several times the node's heartbeat period)")
+	f.DurationVar(&nl.StartupGracePeriod, "node-startup-grace-period", nl.StartupGracePeriod, "how long a node that never posted its status may stay silent before it is marked Unknown")
+	f.Float32Var(&nl.EvictionRate, "node-eviction-rate", nl.EvictionRate, "nodes per second tainted for eviction when their zone is healthy (the zone is the whole cluster without zone labels)")
+	f.Float32Var(&nl.SecondaryRate, "secondary-node-eviction-rate", nl.SecondaryRate, "nodes per second tainted for eviction when their zone is unhealthy; 0 in clusters up to large-cluster-size-threshold nodes")
+	f.Int32Var(&nl.LargeCluster, "large-cluster-size-threshold", nl.LargeCluster, "nodes above which a zone is large, for secondary-node-eviction-rate")
+	f.Float32Var(&nl.UnhealthyZone, "unhealthy-zone-threshold", nl.UnhealthyZone, "share of not Ready nodes (at least 3) that makes a zone unhealthy")
+	f.IntVar(&o.ReplicaSet.Workers, "concurrent-replicaset-syncs", o.ReplicaSet.Workers, "ReplicaSets synced at once")
+	f.IntVar(&o.Deployment.Workers, "concurrent-deployment-syncs", o.Deployment.Workers, "Deployments synced at once")
+	f.IntVar(&o.StatefulSet.Workers, "concurrent-statefulset-syncs", o.StatefulSet.Workers, "StatefulSets synced at once")
 	return &o
 }
 

@@ -365,6 +365,9 @@ func (s *Server) prepareUpdate(res *registry.Resource, ns, name, sub string, cur
 		next := withStatusOf(cur, desired)
 		na, _ := meta.Accessor(next)
 		na.SetManagedFields(a.GetManagedFields())
+		if res.StatusAnnotations {
+			na.SetAnnotations(a.GetAnnotations())
+		}
 		desired, a = next, na
 	}
 	a.SetUID(ca.GetUID())

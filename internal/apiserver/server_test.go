@@ -33,15 +33,16 @@ func (nsStrategy) PrepareForCreate(obj runtime.Object) {
 }
 
 // newTestServer runs a Server over embedded etcd, without TLS, and returns
-// a client-go clientset for it.
-func newTestServer(t *testing.T) (*Server, kubernetes.Interface) {
+// a client-go clientset for it; it serves configmaps, pods, namespaces and
+// the extra resources.
+func newTestServer(t *testing.T, extra ...*registry.Resource) (*Server, kubernetes.Interface) {
 	t.Helper()
 	cli := storagetest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	set, err := registry.NewSet(configmap.Resource(), pod.Resource(), &registry.Resource{
+	set, err := registry.NewSet(append([]*registry.Resource{configmap.Resource(), pod.Resource(), {
 		Kind: corev1.SchemeGroupVersion.WithKind("Namespace"), Resource: "namespaces", Singular: "namespace",
 		ShortNames: []string{"ns"}, Status: true, Strategy: nsStrategy{},
-	})
+	}}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,11 +29,17 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/deployment"
 	"github.com/svcnet/svcnet/internal/controller/endpoints"
 	"github.com/svcnet/svcnet/internal/controller/endpointslice"
 	"github.com/svcnet/svcnet/internal/controller/endpointslicemirroring"
 	"github.com/svcnet/svcnet/internal/controller/garbagecollector"
 	"github.com/svcnet/svcnet/internal/controller/namespace"
+	"github.com/svcnet/svcnet/internal/controller/nodelifecycle"
+	"github.com/svcnet/svcnet/internal/controller/nodelifecycle/tainteviction"
+	"github.com/svcnet/svcnet/internal/controller/replicaset"
+	"github.com/svcnet/svcnet/internal/controller/scheduler"
+	"github.com/svcnet/svcnet/internal/controller/statefulset"
 )
 
 // LeaderElectionOptions are kube-controller-manager's --leader-elect flags.
@@ -65,6 +71,11 @@ type ControllerManagerOptions struct {
 	Endpoints     endpoints.Options
 	Mirroring     endpointslicemirroring.Options
 	Namespace     namespace.Options
+	ReplicaSet    replicaset.Options
+	Deployment    deployment.Options
+	StatefulSet   statefulset.Options
+	NodeLifecycle nodelifecycle.Options
+	Scheduler     scheduler.Options
 	// GCWorkers is --concurrent-gc-syncs.
 	GCWorkers int
 }
@@ -88,6 +99,11 @@ func DefaultControllerManagerOptions() ControllerManagerOptions {
 		Endpoints:     endpoints.Options{Workers: 5},
 		Mirroring:     endpointslicemirroring.Options{Workers: 5, MaxEndpointsPerSubset: 1000},
 		Namespace:     namespace.Options{Workers: 10, SyncPeriod: 5 * time.Minute},
+		ReplicaSet:    replicaset.Options{Workers: 5},
+		Deployment:    deployment.Options{Workers: 5},
+		StatefulSet:   statefulset.Options{Workers: 5},
+		NodeLifecycle: nodelifecycle.Options{MonitorPeriod: 5 * time.Second, GracePeriod: 50 * time.Second, StartupGracePeriod: time.Minute, EvictionRate: 0.1, SecondaryRate: 0.01, LargeCluster: 50, UnhealthyZone: 0.55},
+		Scheduler:     scheduler.DefaultOptions(),
 		GCWorkers:     20,
 	}
 }
@@ -105,7 +121,14 @@ type clients struct {
 
 // clientFor is a typed client of its own for one user of the API.
 func (c *clients) clientFor(name string) (kubernetes.Interface, error) {
-	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(c.typed), name))
+	return c.limitedClient(name, c.typed.QPS, c.typed.Burst)
+}
+
+// limitedClient is a typed client of its own with a rate limit of its own.
+func (c *clients) limitedClient(name string, qps float32, burst int) (kubernetes.Interface, error) {
+	cfg := rest.AddUserAgent(rest.CopyConfig(c.typed), name)
+	cfg.QPS, cfg.Burst = qps, burst
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("client for %s: %w", name, err)
 	}
@@ -138,6 +161,40 @@ var knownControllers = []knownController{
 	}},
 	{"namespace-controller", "namespace", func(_ context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := namespace.New(d, cl.metadata, cl.discovery, o.Namespace)
+		return runOf(c, err)
+	}},
+	{"replicaset-controller", "replicaset", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := replicaset.New(ctx, d, o.ReplicaSet)
+		return runOf(c, err)
+	}},
+	{"deployment-controller", "deployment", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := deployment.New(ctx, d, o.Deployment)
+		return runOf(c, err)
+	}},
+	{"statefulset-controller", "statefulset", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := statefulset.New(ctx, d, o.StatefulSet)
+		return runOf(c, err)
+	}},
+	{"node-lifecycle-controller", "nodelifecycle", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := nodelifecycle.New(ctx, d, o.NodeLifecycle)
+		return runOf(c, err)
+	}},
+	{"taint-eviction-controller", "", func(ctx context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := tainteviction.New(ctx, d, tainteviction.Options{})
+		return runOf(c, err)
+	}},
+	{"scheduler", "", func(ctx context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
+		// As kube-scheduler's, the bindings and the events each have a
+		// client of their own, at the scheduler's rate limit.
+		var events kubernetes.Interface
+		var err error
+		if d.Client, err = cl.limitedClient("scheduler", o.Scheduler.QPS, o.Scheduler.Burst); err != nil {
+			return nil, err
+		}
+		if events, err = cl.limitedClient("scheduler-events", o.Scheduler.QPS, o.Scheduler.Burst); err != nil {
+			return nil, err
+		}
+		c, err := scheduler.New(ctx, d, events, o.Scheduler)
 		return runOf(c, err)
 	}},
 }
@@ -196,6 +253,9 @@ func (o *ControllerManagerOptions) Validate() error {
 	}
 	if n := o.Mirroring.MaxEndpointsPerSubset; n < 1 {
 		errs = append(errs, fmt.Errorf("mirroring-max-endpoints-per-subset must be greater than 0, but got %d", n))
+	}
+	if n := o.Scheduler.Parallelism; n < 1 {
+		errs = append(errs, fmt.Errorf("scheduler-parallelism must be greater than 0, but got %d", n))
 	}
 	le := o.LeaderElection
 	if le.Enabled && (le.LeaseDuration <= le.RenewDeadline || le.RenewDeadline <= le.RetryPeriod || le.RetryPeriod <= 0) {

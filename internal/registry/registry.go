@@ -69,6 +69,10 @@ type Resource struct {
 	Status bool
 	// KeepStatusOnCreate keeps the status given on create (nodes, events).
 	KeepStatusOnCreate bool
+	// StatusAnnotations means a status write stores metadata.annotations
+	// too, as upstream's Deployment status strategy lets it: the
+	// deployment controller records the revision that way.
+	StatusAnnotations bool
 	// Generation means metadata.generation starts at 1 and is bumped on every
 	// spec change.
 	Generation bool

@@ -15,13 +15,14 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 )
 
 // fakeKubelet plays the node agent for the pods of one namespace in a
-// cluster that runs none: it registers a Ready node, binds pods that are
-// still unbound to it, makes each pod Running with an IP and Ready (unless
-// held), and completes graceful deletions at once, as a kubelet whose
-// processes exit on SIGTERM would.
+// cluster that runs none: it registers a Ready node, for the scheduler to
+// bind the pods to, makes each pod bound to it Running with an IP and Ready
+// (unless held), and completes graceful deletions at once, as a kubelet
+// whose processes exit on SIGTERM would.
 type fakeKubelet struct {
 	t    *testing.T
 	cs   kubernetes.Interface
@@ -99,6 +100,23 @@ func (k *fakeKubelet) release() {
 	}
 }
 
+// readyOne makes one running pod Ready while the others stay held, to
+// pace workloads that wait for each pod in turn.
+func (k *fakeKubelet) readyOne(ns, name string) {
+	k.t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod, err := k.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		return k.setStatus(ctx, pod, true)
+	})
+	if err != nil {
+		k.t.Fatalf("make %s Ready: %v", name, err)
+	}
+}
+
 // handle moves one pod along its life; informer handlers of one informer
 // run one at a time.
 func (k *fakeKubelet) handle(ctx context.Context, pod *corev1.Pod) {
@@ -107,9 +125,6 @@ func (k *fakeKubelet) handle(ctx context.Context, pod *corev1.Pod) {
 	switch {
 	case pod.DeletionTimestamp != nil:
 		err = client.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
-	case pod.Spec.NodeName == "":
-		err = client.Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
-			Target: corev1.ObjectReference{Kind: "Node", Name: k.node}}, metav1.CreateOptions{})
 	case pod.Spec.NodeName != k.node:
 		return
 	case pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending:

@@ -5,13 +5,18 @@
 // controls that its selector no longer matches. Adoption and release are
 // strategic merge patches of metadata.ownerReferences that carry the
 // object's UID as a precondition, so a recreated object of the same name is
-// never touched.
+// never touched. It also builds the pods controllers create from their
+// templates, owned from the start.
 package controllerref
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,6 +121,23 @@ func (o *Owner) patch(ctx context.Context, obj metav1.Object, what string, data 
 		return false, nil
 	}
 	return false, fmt.Errorf("%s %s/%s for %s %s: %w", what, obj.GetNamespace(), obj.GetName(), o.Kind.Kind, o.Object.GetName(), err)
+}
+
+// NewPod is the pod a controller creates from its template, as upstream's
+// GetPodFromTemplate: the template's labels, annotations, finalizers and
+// spec, in the owner's namespace, with the owner as its controller. The
+// caller names it.
+func NewPod(owner metav1.Object, kind schema.GroupVersionKind, t *corev1.PodTemplateSpec) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       owner.GetNamespace(),
+			Labels:          maps.Clone(t.Labels),
+			Annotations:     maps.Clone(t.Annotations),
+			Finalizers:      slices.Clone(t.Finalizers),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, kind)},
+		},
+		Spec: *t.Spec.DeepCopy(),
+	}
 }
 
 type patchMeta struct {

@@ -2,6 +2,7 @@ package all
 
 import (
 	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/controllerrevision"
 	"github.com/svcnet/svcnet/internal/registry/deployment"
 	"github.com/svcnet/svcnet/internal/registry/endpointslice"
 	"github.com/svcnet/svcnet/internal/registry/ingress"
@@ -20,6 +21,7 @@ func groups() []*registry.Resource {
 		deployment.Resource(),
 		replicaset.Resource(),
 		statefulset.Resource(),
+		controllerrevision.Resource(),
 		endpointslice.Resource(),
 		ingress.Resource(),
 		ingressclass.Resource(),

@@ -43,6 +43,9 @@ func Resource() *registry.Resource {
 		ShortNames: []string{"deploy"},
 		Strategy:   strategy{},
 		Columns:    columns,
+		// The deployment controller writes its revision annotation
+		// through the status, which must not bump the generation.
+		StatusAnnotations: true,
 	})
 }
 

@@ -6,6 +6,7 @@ package statefulset
 
 import (
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -147,7 +148,28 @@ func validateSpec(spec *appsv1.StatefulSetSpec, fldPath *field.Path, allowInvali
 			errs = append(errs, field.Invalid(fldPath.Child("serviceName"), spec.ServiceName, msg))
 		}
 	}
-	return append(errs, workload.ValidateSelectorAndTemplate(spec.Selector, &spec.Template, rules, fldPath)...)
+	return append(errs, workload.ValidateSelectorAndTemplate(spec.Selector, withClaimVolumes(spec), rules, fldPath)...)
+}
+
+// withClaimVolumes is the pod template as the controller makes pods of it:
+// each volume claim template is a volume of its name, which containers
+// mount. (Upstream leaves the template's pod spec unchecked for want of
+// this; checking it so keeps the other rules and accepts such mounts.)
+func withClaimVolumes(spec *appsv1.StatefulSetSpec) *corev1.PodTemplateSpec {
+	if len(spec.VolumeClaimTemplates) == 0 {
+		return &spec.Template
+	}
+	t := spec.Template.DeepCopy()
+	for _, claim := range spec.VolumeClaimTemplates {
+		v := corev1.Volume{Name: claim.Name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name}}}
+		if i := slices.IndexFunc(t.Spec.Volumes, func(x corev1.Volume) bool { return x.Name == claim.Name }); i >= 0 {
+			t.Spec.Volumes[i] = v
+		} else {
+			t.Spec.Volumes = append(t.Spec.Volumes, v)
+		}
+	}
+	return t
 }
 
 // serviceNameErrors checks the optional serviceName, which becomes the pods'

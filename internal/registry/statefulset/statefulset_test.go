@@ -12,6 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/registry/registrytest"
+	"github.com/svcnet/svcnet/internal/registry/validate"
+	"github.com/svcnet/svcnet/internal/registry/workload"
 )
 
 func valid() *appsv1.StatefulSet {
@@ -136,6 +138,27 @@ func TestValidate(t *testing.T) {
 		{Name: "active deadline", Change: func(ss *appsv1.StatefulSet) { ss.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To[int64](30) }, Want: []string{
 			"spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in StatefulSet is not Supported",
 		}},
+	})
+}
+
+// The containers may mount the claims of the volume claim templates, which
+// the pods get as volumes; other mounts must name a volume of the template.
+func TestValidateMountsOfClaims(t *testing.T) {
+	savedValidate, savedDefaults := workload.ValidatePodTemplate, workload.PodTemplateDefaults
+	workload.ValidatePodTemplate = validate.PodTemplateSpec
+	workload.PodTemplateDefaults = func(t *corev1.PodTemplateSpec) { validate.DefaultPodSpec(&t.Spec) }
+	t.Cleanup(func() { workload.ValidatePodTemplate, workload.PodTemplateDefaults = savedValidate, savedDefaults })
+	registrytest.RunValidate(t, strategy{}, valid, []registrytest.Case[*appsv1.StatefulSet]{
+		{Name: "mount of a claim", Change: func(ss *appsv1.StatefulSet) {
+			ss.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/postgresql"}}
+		}},
+		{Name: "template volume of a claim's name is replaced", Change: func(ss *appsv1.StatefulSet) {
+			ss.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			ss.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/postgresql"}}
+		}},
+		{Name: "mount of nothing", Change: func(ss *appsv1.StatefulSet) {
+			ss.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "logs", MountPath: "/var/log"}}
+		}, Want: []string{`spec.template.spec.containers[0].volumeMounts[0].name: Not found: "logs"`}},
 	})
 }
 

@@ -1,0 +1,322 @@
+// Package replicaset is the ReplicaSet controller, as upstream's
+// (pkg/controller/replicaset): it keeps spec.replicas active pods matching
+// each ReplicaSet's selector, adopting orphans and releasing pods it no
+// longer selects, creating pods from the template in slow-start batches and
+// deleting the pods least worth keeping first, and reports the counts in
+// the ReplicaSet's status. Writes are remembered as expectations until the
+// informer has seen them, so a lagging cache never makes it create or
+// delete twice.
+package replicaset
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/controllerref"
+	"github.com/svcnet/svcnet/internal/controller/podstate"
+)
+
+// ControllerName is the source of the controller's Events.
+const ControllerName = "replicaset-controller"
+
+// burstReplicas is upstream's BurstReplicas: the most pods one sync
+// creates or deletes.
+const burstReplicas = 500
+
+var kind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+
+// Options are the controller's flags.
+type Options struct {
+	// Workers is --concurrent-replicaset-syncs.
+	Workers int
+}
+
+// Controller is the ReplicaSet controller.
+type Controller struct {
+	opts         Options
+	client       kubernetes.Interface
+	replicaSets  appslisters.ReplicaSetLister
+	pods         corelisters.PodLister
+	synced       []cache.InformerSynced
+	queue        *controller.Queue[string]
+	recorder     record.EventRecorder
+	expectations *expectations
+	clock        clock.PassiveClock
+	// burst bounds the creations and deletions of one sync.
+	burst int
+}
+
+// New creates the controller and registers its informer handlers; its
+// Events are recorded until ctx ends.
+func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, error) {
+	rsInformer := d.Informers.Apps().V1().ReplicaSets()
+	podInformer := d.Informers.Core().V1().Pods()
+	c := &Controller{
+		opts:         opts,
+		client:       d.Client,
+		replicaSets:  rsInformer.Lister(),
+		pods:         podInformer.Lister(),
+		recorder:     controller.NewRecorder(ctx, d.Client, ControllerName),
+		expectations: newExpectations(clock.RealClock{}),
+		clock:        clock.RealClock{},
+		burst:        burstReplicas,
+	}
+	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "replicaset", Sync: c.sync})
+	synced, err := controller.Register(
+		controller.Handler{Informer: rsInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.enqueue,
+			UpdateFunc: c.updateReplicaSet,
+			DeleteFunc: c.deleteReplicaSet,
+		}},
+		controller.Handler{Informer: podInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.addPod,
+			UpdateFunc: c.updatePod,
+			DeleteFunc: c.deletePod,
+		}},
+	)
+	if err != nil {
+		return nil, fmt.Errorf("replicaset controller: %w", err)
+	}
+	c.synced = synced
+	return c, nil
+}
+
+// Run syncs ReplicaSets until ctx ends.
+func (c *Controller) Run(ctx context.Context) {
+	c.queue.Run(ctx, c.opts.Workers, c.synced...)
+}
+
+func (c *Controller) enqueue(obj any) {
+	if key, ok := controller.Key(obj); ok {
+		c.queue.Add(key)
+	}
+}
+
+func (c *Controller) updateReplicaSet(old, cur any) {
+	oldRS, curRS := old.(*appsv1.ReplicaSet), cur.(*appsv1.ReplicaSet)
+	if oldRS.UID != curRS.UID {
+		// Deleted and recreated between two watch events.
+		c.deleteReplicaSet(oldRS)
+	}
+	c.enqueue(curRS)
+}
+
+func (c *Controller) deleteReplicaSet(obj any) {
+	if key, ok := controller.Key(obj); ok {
+		c.expectations.forget(key)
+		c.queue.Add(key)
+	}
+}
+
+// addPod observes a creation for the pod's controller, or wakes the
+// ReplicaSets that might adopt an orphan.
+func (c *Controller) addPod(obj any) {
+	pod := obj.(*corev1.Pod)
+	if pod.DeletionTimestamp != nil {
+		// Seen for the first time already terminating (e.g. after a
+		// restart): that is no creation to observe.
+		c.deletePod(pod)
+		return
+	}
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
+		if rs := c.resolve(pod.Namespace, ref); rs != nil {
+			key := rs.Namespace + "/" + rs.Name
+			c.expectations.creationObserved(key)
+			c.queue.Add(key)
+		}
+		return
+	}
+	c.enqueueSelecting(pod)
+}
+
+// updatePod wakes the pod's controller, the controller it had before, and
+// for an orphan whose labels changed the ReplicaSets that might adopt it.
+// A pod that starts terminating counts as deleted at once, so that its
+// replacement need not wait for the kubelet.
+func (c *Controller) updatePod(old, cur any) {
+	oldPod, curPod := old.(*corev1.Pod), cur.(*corev1.Pod)
+	if oldPod.ResourceVersion == curPod.ResourceVersion {
+		return // a resync
+	}
+	labelsChanged := !maps.Equal(oldPod.Labels, curPod.Labels)
+	if curPod.DeletionTimestamp != nil {
+		c.deletePod(curPod)
+		if labelsChanged {
+			c.deletePod(oldPod)
+		}
+		return
+	}
+	curRef, oldRef := metav1.GetControllerOfNoCopy(curPod), metav1.GetControllerOfNoCopy(oldPod)
+	refChanged := !reflect.DeepEqual(curRef, oldRef)
+	if refChanged && oldRef != nil {
+		if rs := c.resolve(oldPod.Namespace, oldRef); rs != nil {
+			c.enqueue(rs)
+		}
+	}
+	if curRef != nil {
+		if rs := c.resolve(curPod.Namespace, curRef); rs != nil {
+			c.enqueue(rs)
+		}
+		return
+	}
+	if labelsChanged || refChanged {
+		c.enqueueSelecting(curPod)
+	}
+}
+
+// deletePod observes the deletion of a pod for its controller.
+func (c *Controller) deletePod(obj any) {
+	pod, ok := controller.Object[*corev1.Pod](obj)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil {
+		return
+	}
+	if rs := c.resolve(pod.Namespace, ref); rs != nil {
+		key := rs.Namespace + "/" + rs.Name
+		c.expectations.deletionObserved(key, pod.Namespace+"/"+pod.Name)
+		c.queue.Add(key)
+	}
+}
+
+// resolve is the ReplicaSet a controller reference names, nil if it is
+// not a ReplicaSet this cache knows under that UID.
+func (c *Controller) resolve(namespace string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
+	if ref.Kind != kind.Kind {
+		return nil
+	}
+	rs, err := c.replicaSets.ReplicaSets(namespace).Get(ref.Name)
+	if err != nil || rs.UID != ref.UID {
+		return nil
+	}
+	return rs
+}
+
+// enqueueSelecting wakes the ReplicaSets whose selector matches an orphan.
+func (c *Controller) enqueueSelecting(pod *corev1.Pod) {
+	rss, err := c.replicaSets.GetPodReplicaSets(pod)
+	if err != nil {
+		return // none selects it
+	}
+	for _, rs := range rss {
+		c.enqueue(rs)
+	}
+}
+
+// sync brings one ReplicaSet's pods to its replicas and writes its status.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return fmt.Errorf("bad key %q: %w", key, err)
+	}
+	rs, err := c.replicaSets.ReplicaSets(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.expectations.forget(key)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get replicaset %s: %w", key, err)
+	}
+	mayAct, expiresIn := c.expectations.satisfied(key)
+	selector, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
+	if err != nil {
+		return nil // validation forbids it; nothing can be done until the object changes
+	}
+	all, err := c.pods.Pods(namespace).List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("list pods of replicaset %s: %w", key, err)
+	}
+	var active, terminating []*corev1.Pod
+	for _, p := range all {
+		switch {
+		case podstate.Active(p):
+			active = append(active, p)
+		case p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
+			terminating = append(terminating, p)
+		}
+	}
+	owner := &controllerref.Owner{
+		Object:   rs,
+		Kind:     kind,
+		Selector: selector,
+		Fresh: func(ctx context.Context) (metav1.Object, error) {
+			return c.client.AppsV1().ReplicaSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		},
+		Patch: func(ctx context.Context, namespace, name string, patch []byte) error {
+			_, err := c.client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			return err
+		},
+	}
+	active, err = controllerref.Claim(ctx, owner, active)
+	if err != nil {
+		return err
+	}
+	terminating = controlled(rs, selector, terminating)
+
+	var manageErr error
+	switch {
+	case rs.DeletionTimestamp != nil:
+		// The garbage collector deletes its pods.
+	case mayAct:
+		manageErr = c.manageReplicas(ctx, rs, active)
+	default:
+		// Writes still unobserved: look again when they are presumed lost.
+		c.queue.AddAfter(key, expiresIn)
+	}
+	now := c.clock.Now()
+	updated, err := c.updateStatus(ctx, rs, calculateStatus(rs, active, terminating, manageErr, now))
+	if err != nil {
+		return err
+	}
+	if manageErr != nil {
+		return manageErr
+	}
+	if wait, ok := nextAvailable(active, updated.Spec.MinReadySeconds, now); ok {
+		c.queue.AddAfter(key, wait)
+	}
+	return nil
+}
+
+// controlled are the pods the ReplicaSet controls and selects.
+func controlled(rs *appsv1.ReplicaSet, selector labels.Selector, pods []*corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.UID == rs.UID && selector.Matches(labels.Set(p.Labels)) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// nextAvailable is how long until the first Ready pod that is not yet
+// available for minReadySeconds becomes so; ok is false without one.
+func nextAvailable(pods []*corev1.Pod, minReadySeconds int32, now time.Time) (wait time.Duration, ok bool) {
+	for _, p := range pods {
+		if !podstate.Ready(p) {
+			continue
+		}
+		if available, w := podstate.Available(p, minReadySeconds, now); !available && (!ok || w < wait) {
+			wait, ok = w, true
+		}
+	}
+	return wait, ok
+}

@@ -1,0 +1,239 @@
+package scheduler
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// hostPort is a port a pod takes on its node's addresses.
+type hostPort struct {
+	protocol corev1.Protocol
+	port     int32
+}
+
+// hostPortIP is a host port on one host address ("0.0.0.0" for all).
+type hostPortIP struct {
+	hostPort
+	ip string
+}
+
+// podInfo is what the cache keeps of a pod on a node: what it takes there.
+type podInfo struct {
+	node     string
+	requests resources // for fitting
+	nonZero  resources // for scoring
+	ports    []hostPortIP
+	owner    types.UID // of its controller, "" without one
+	// assumed pods are on their node only in the scheduler's mind: the
+	// binding is under way and the informer has not seen it yet.
+	assumed bool
+}
+
+// nodeInfo is one node with the sums of the pods on it, kept up to date
+// pod by pod so that fitting and scoring a pod is O(1) per node.
+type nodeInfo struct {
+	// node is nil once the Node is deleted while pods still name it.
+	node *corev1.Node
+	// taints are the node's, plus what node lifecycle would add for a node
+	// that is not Ready.
+	taints      []corev1.Taint
+	allocatable resources
+	allowedPods int64
+
+	pods               int64
+	requested, nonZero resources
+	ports              map[hostPort]map[string]int // ip -> pods using it
+	owners             map[types.UID]int           // pods per controller
+}
+
+func (n *nodeInfo) addPod(p *podInfo) {
+	n.pods++
+	n.requested.add(p.requests)
+	n.nonZero.add(p.nonZero)
+	for _, hp := range p.ports {
+		if n.ports == nil {
+			n.ports = map[hostPort]map[string]int{}
+		}
+		if n.ports[hp.hostPort] == nil {
+			n.ports[hp.hostPort] = map[string]int{}
+		}
+		n.ports[hp.hostPort][hp.ip]++
+	}
+	if p.owner != "" {
+		if n.owners == nil {
+			n.owners = map[types.UID]int{}
+		}
+		n.owners[p.owner]++
+	}
+}
+
+func (n *nodeInfo) removePod(p *podInfo) {
+	n.pods--
+	n.requested.sub(p.requests)
+	n.nonZero.sub(p.nonZero)
+	for _, hp := range p.ports {
+		if n.ports[hp.hostPort][hp.ip]--; n.ports[hp.hostPort][hp.ip] == 0 {
+			delete(n.ports[hp.hostPort], hp.ip)
+			if len(n.ports[hp.hostPort]) == 0 {
+				delete(n.ports, hp.hostPort)
+			}
+		}
+	}
+	if p.owner != "" {
+		if n.owners[p.owner]--; n.owners[p.owner] == 0 {
+			delete(n.owners, p.owner)
+		}
+	}
+}
+
+// cache is the scheduler's view of the nodes and what their pods take,
+// assumed pods included. It is not safe for concurrent use; the scheduler
+// guards it with its lock.
+type cache struct {
+	nodes map[string]*nodeInfo
+	pods  map[types.UID]*podInfo
+	// numNodes counts the nodes that exist, for "0/N nodes are available".
+	numNodes int
+}
+
+func newCache() *cache {
+	return &cache{nodes: map[string]*nodeInfo{}, pods: map[types.UID]*podInfo{}}
+}
+
+// setNode adds or updates a Node.
+func (c *cache) setNode(node *corev1.Node) {
+	n := c.nodes[node.Name]
+	if n == nil {
+		n = &nodeInfo{}
+		c.nodes[node.Name] = n
+	}
+	if n.node == nil {
+		c.numNodes++
+	}
+	n.node = node
+	n.taints = effectiveTaints(node)
+	n.allocatable, n.allowedPods = allocatable(node)
+}
+
+// deleteNode forgets a Node; its sums stay while pods still name it.
+func (c *cache) deleteNode(name string) {
+	n := c.nodes[name]
+	if n == nil || n.node == nil {
+		return
+	}
+	n.node = nil
+	c.numNodes--
+	if n.pods == 0 {
+		delete(c.nodes, name)
+	}
+}
+
+// newPodInfo is what pod takes on node.
+func newPodInfo(pod *corev1.Pod, node string, assumed bool) *podInfo {
+	return &podInfo{
+		node:     node,
+		requests: podRequests(pod, false),
+		nonZero:  podRequests(pod, true),
+		ports:    podHostPorts(pod),
+		owner:    controllerUID(pod),
+		assumed:  assumed,
+	}
+}
+
+// addPod puts a pod on its node, replacing what the cache knew of it.
+func (c *cache) addPod(uid types.UID, p *podInfo) {
+	c.removePod(uid)
+	n := c.nodes[p.node]
+	if n == nil {
+		n = &nodeInfo{}
+		c.nodes[p.node] = n
+	}
+	n.addPod(p)
+	c.pods[uid] = p
+}
+
+// removePod takes a pod off its node; it tells whether the pod was there.
+func (c *cache) removePod(uid types.UID) bool {
+	p := c.pods[uid]
+	if p == nil {
+		return false
+	}
+	delete(c.pods, uid)
+	n := c.nodes[p.node]
+	n.removePod(p)
+	if n.node == nil && n.pods == 0 {
+		delete(c.nodes, p.node)
+	}
+	return true
+}
+
+// forget undoes an assumption that did not come true.
+func (c *cache) forget(uid types.UID) {
+	if p := c.pods[uid]; p != nil && p.assumed {
+		c.removePod(uid)
+	}
+}
+
+// effectiveTaints are a node's taints plus the NoSchedule taint node
+// lifecycle puts on a node that is not Ready (not-ready when its Ready
+// condition is False, unreachable when it is Unknown or missing), so that
+// such a node is filtered, and explained, as upstream's would be.
+func effectiveTaints(node *corev1.Node) []corev1.Taint {
+	key := corev1.TaintNodeUnreachable
+	for _, c := range node.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		switch c.Status {
+		case corev1.ConditionTrue:
+			return node.Spec.Taints
+		case corev1.ConditionFalse:
+			key = corev1.TaintNodeNotReady
+		}
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == key && t.Effect == corev1.TaintEffectNoSchedule {
+			return node.Spec.Taints
+		}
+	}
+	taints := make([]corev1.Taint, 0, len(node.Spec.Taints)+1)
+	taints = append(taints, node.Spec.Taints...)
+	return append(taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+}
+
+// podHostPorts are the host ports of a pod's containers and sidecars.
+func podHostPorts(pod *corev1.Pod) []hostPortIP {
+	var out []hostPortIP
+	add := func(cs []corev1.Container, sidecarsOnly bool) {
+		for i := range cs {
+			if sidecarsOnly && (cs[i].RestartPolicy == nil || *cs[i].RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+				continue
+			}
+			for _, p := range cs[i].Ports {
+				if p.HostPort <= 0 {
+					continue
+				}
+				hp := hostPortIP{hostPort: hostPort{protocol: p.Protocol, port: p.HostPort}, ip: p.HostIP}
+				if hp.protocol == "" {
+					hp.protocol = corev1.ProtocolTCP
+				}
+				if hp.ip == "" {
+					hp.ip = "0.0.0.0"
+				}
+				out = append(out, hp)
+			}
+		}
+	}
+	add(pod.Spec.Containers, false)
+	add(pod.Spec.InitContainers, true)
+	return out
+}
+
+// controllerUID is the UID of the pod's controller, "" without one.
+func controllerUID(pod *corev1.Pod) types.UID {
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
+		return ref.UID
+	}
+	return ""
+}

@@ -1,0 +1,285 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// Upstream's filter reasons, as `kubectl describe pod` shows them.
+const (
+	reasonUnschedulable = "node(s) were unschedulable"
+	reasonTaint         = "node(s) had untolerated taint(s)"
+	reasonAffinity      = "node(s) didn't match Pod's node affinity/selector"
+	reasonPorts         = "node(s) didn't have free ports for the requested pod ports"
+	reasonTooManyPods   = "Too many pods"
+
+	// What preemption says of a node where evicting pods would not help,
+	// and of one where it might but no pod may be evicted (svcnet does
+	// not preempt: every running pod counts as too important to evict).
+	preemptionNotHelpful = "Preemption is not helpful for scheduling"
+	preemptionNoVictims  = "No preemption victims found for incoming pod"
+
+	// errNoNodes is the message when the cluster has no nodes at all.
+	errNoNodes = "no nodes available to schedule pods"
+)
+
+// candidate is a pod being placed, with what filtering and scoring ask of
+// it worked out once rather than once per node.
+type candidate struct {
+	pod               *corev1.Pod
+	requests, nonZero resources
+	ports             []hostPortIP
+	owner             types.UID
+	// selector is the pod's nodeSelector, nil without one.
+	selector labels.Selector
+	// required are the required node affinity terms, ORed; nil without
+	// required node affinity.
+	required  []nodeTerm
+	preferred []weightedTerm
+}
+
+func newCandidate(pod *corev1.Pod) *candidate {
+	c := &candidate{
+		pod:      pod,
+		requests: podRequests(pod, false),
+		nonZero:  podRequests(pod, true),
+		ports:    podHostPorts(pod),
+		owner:    controllerUID(pod),
+	}
+	if len(pod.Spec.NodeSelector) > 0 {
+		c.selector = labels.SelectorFromSet(pod.Spec.NodeSelector)
+	}
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+		if req := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
+			c.required = make([]nodeTerm, 0, len(req.NodeSelectorTerms))
+			for _, t := range req.NodeSelectorTerms {
+				c.required = append(c.required, compileTerm(t))
+			}
+		}
+		for _, p := range a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			if p.Weight != 0 {
+				c.preferred = append(c.preferred, weightedTerm{nodeTerm: compileTerm(p.Preference), weight: int64(p.Weight)})
+			}
+		}
+	}
+	return c
+}
+
+// info is what the pod takes once assumed onto node.
+func (c *candidate) info(node string) *podInfo {
+	return &podInfo{node: node, requests: c.requests, nonZero: c.nonZero, ports: c.ports, owner: c.owner, assumed: true}
+}
+
+// nodeTerm is one compiled NodeSelectorTerm; a term that is empty or
+// does not parse matches no node, as upstream's.
+type nodeTerm struct {
+	labels, fields labels.Selector
+	never          bool
+}
+
+type weightedTerm struct {
+	nodeTerm
+	weight int64
+}
+
+var nodeSelectorOps = map[corev1.NodeSelectorOperator]selection.Operator{
+	corev1.NodeSelectorOpIn:           selection.In,
+	corev1.NodeSelectorOpNotIn:        selection.NotIn,
+	corev1.NodeSelectorOpExists:       selection.Exists,
+	corev1.NodeSelectorOpDoesNotExist: selection.DoesNotExist,
+	corev1.NodeSelectorOpGt:           selection.GreaterThan,
+	corev1.NodeSelectorOpLt:           selection.LessThan,
+}
+
+func compileTerm(t corev1.NodeSelectorTerm) nodeTerm {
+	if len(t.MatchExpressions) == 0 && len(t.MatchFields) == 0 {
+		return nodeTerm{never: true}
+	}
+	var term nodeTerm
+	var err error
+	if term.labels, err = requirements(t.MatchExpressions, false); err != nil {
+		return nodeTerm{never: true}
+	}
+	if term.fields, err = requirements(t.MatchFields, true); err != nil {
+		return nodeTerm{never: true}
+	}
+	return term
+}
+
+// requirements compiles node selector requirements; fields allows only
+// metadata.name with In and NotIn, the one node field upstream matches.
+func requirements(reqs []corev1.NodeSelectorRequirement, fields bool) (labels.Selector, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	sel := labels.NewSelector()
+	for _, r := range reqs {
+		op, ok := nodeSelectorOps[r.Operator]
+		if fields && (r.Key != "metadata.name" || (op != selection.In && op != selection.NotIn)) {
+			ok = false
+		}
+		if !ok {
+			return nil, fmt.Errorf("unsupported node selector requirement %s %s", r.Key, r.Operator)
+		}
+		req, err := labels.NewRequirement(r.Key, op, r.Values)
+		if err != nil {
+			return nil, err
+		}
+		sel = sel.Add(*req)
+	}
+	return sel, nil
+}
+
+func (t nodeTerm) matches(node *corev1.Node) bool {
+	if t.never {
+		return false
+	}
+	if t.labels != nil && !t.labels.Matches(labels.Set(node.Labels)) {
+		return false
+	}
+	return t.fields == nil || t.fields.Matches(labels.Set{"metadata.name": node.Name})
+}
+
+// matchesAffinity applies the nodeSelector and the required node affinity.
+func (c *candidate) matchesAffinity(node *corev1.Node) bool {
+	if c.selector != nil && !c.selector.Matches(labels.Set(node.Labels)) {
+		return false
+	}
+	if c.required == nil {
+		return true
+	}
+	for _, t := range c.required {
+		if t.matches(node) {
+			return true
+		}
+	}
+	return false
+}
+
+// tolerates tells whether the pod tolerates taint.
+func (c *candidate) tolerates(taint *corev1.Taint) bool {
+	for i := range c.pod.Spec.Tolerations {
+		if c.pod.Spec.Tolerations[i].ToleratesTaint(klog.Background(), taint, true) {
+			return true
+		}
+	}
+	return false
+}
+
+var unschedulableTaint = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
+
+// fit runs upstream's filters in upstream's order (NodeUnschedulable,
+// TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit) and returns
+// the first one's reasons, none when the node fits. resolvable tells
+// whether evicting pods from the node could make room, which is what
+// preemption's part of the message reports.
+func (c *candidate) fit(n *nodeInfo) (reasons []string, resolvable bool) {
+	node := n.node
+	if node.Spec.Unschedulable && !c.tolerates(&unschedulableTaint) {
+		return []string{reasonUnschedulable}, false
+	}
+	for i := range n.taints {
+		t := &n.taints[i]
+		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !c.tolerates(t) {
+			return []string{reasonTaint}, false
+		}
+	}
+	if !c.matchesAffinity(node) {
+		return []string{reasonAffinity}, false
+	}
+	if c.portsConflict(n) {
+		return []string{reasonPorts}, true
+	}
+	return c.fitResources(n)
+}
+
+// portsConflict tells whether a host port of the pod is taken on the
+// node: the same protocol and port on the same address, or on all
+// addresses on either side.
+func (c *candidate) portsConflict(n *nodeInfo) bool {
+	for _, hp := range c.ports {
+		used := n.ports[hp.hostPort]
+		if len(used) == 0 {
+			continue
+		}
+		if hp.ip == "0.0.0.0" || used["0.0.0.0"] > 0 || used[hp.ip] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// fitResources is NodeResourcesFit: the pod's requests against what the
+// node's pods, assumed ones included, leave of its allocatable. A request
+// larger than the whole node cannot be helped by preemption.
+func (c *candidate) fitResources(n *nodeInfo) (reasons []string, resolvable bool) {
+	resolvable = true
+	insufficient := func(name string, want, used, alloc int64) {
+		if want > 0 && want > alloc-used {
+			reasons = append(reasons, "Insufficient "+name)
+			if want > alloc {
+				resolvable = false
+			}
+		}
+	}
+	if n.pods+1 > n.allowedPods {
+		reasons = append(reasons, reasonTooManyPods)
+	}
+	insufficient(string(corev1.ResourceCPU), c.requests.milliCPU, n.requested.milliCPU, n.allocatable.milliCPU)
+	insufficient(string(corev1.ResourceMemory), c.requests.memory, n.requested.memory, n.allocatable.memory)
+	for _, name := range c.requests.scalarNames() {
+		insufficient(string(name), c.requests.scalar[name], n.requested.scalar[name], n.allocatable.scalar[name])
+	}
+	return reasons, resolvable
+}
+
+// diagnosis counts why nodes did not fit, for upstream's message.
+type diagnosis struct {
+	nodes      int
+	filter     map[string]int
+	preemption map[string]int
+}
+
+func newDiagnosis(nodes int) *diagnosis {
+	return &diagnosis{nodes: nodes, filter: map[string]int{}, preemption: map[string]int{}}
+}
+
+func (d *diagnosis) add(reasons []string, resolvable bool) {
+	for _, r := range reasons {
+		d.filter[r]++
+	}
+	if resolvable {
+		d.preemption[preemptionNoVictims]++
+	} else {
+		d.preemption[preemptionNotHelpful]++
+	}
+}
+
+// message is upstream's FitError text: the count of nodes, each reason
+// with the number of nodes that gave it (sorted as strings), then what
+// preemption found, e.g.
+//
+//	0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.
+func (d *diagnosis) message(pod *corev1.Pod) string {
+	msg := fmt.Sprintf("0/%d nodes are available: %s.", d.nodes, histogram(d.filter))
+	if p := pod.Spec.PreemptionPolicy; p != nil && *p == corev1.PreemptNever {
+		return msg + " preemption: not eligible due to preemptionPolicy=Never."
+	}
+	return msg + fmt.Sprintf(" preemption: 0/%d nodes are available: %s.", d.nodes, histogram(d.preemption))
+}
+
+func histogram(counts map[string]int) string {
+	parts := make([]string, 0, len(counts))
+	for reason, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d %s", n, reason))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,385 @@
+// Package scheduler is svcnet's kube-scheduler, run inside the controller
+// manager: it assigns each pod of the default scheduler that has no node
+// to a node, through the pods/binding subresource, as upstream's default
+// profile would choose it. Nodes are filtered (cordoned, untolerated
+// taints, node selector and required node affinity, host ports, resource
+// requests against allocatable) and the rest scored (PreferNoSchedule
+// taints, preferred node affinity, spreading a controller's pods, least
+// allocated). A pod that fits nowhere gets upstream's PodScheduled=False
+// condition and FailedScheduling event, and is tried again with backoff
+// when a node or a pod changes in a way that may make room.
+//
+// The scheduler keeps per-node sums of what the pods on each node
+// request, updated pod by pod from the informers, so that placing a pod
+// costs O(nodes), not O(pods). A pod chosen for a node is assumed onto it
+// in those sums before its binding is sent, so that a burst of pods
+// spreads out and does not overcommit a node while the informer catches up.
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/svcnet/svcnet/internal/controller"
+)
+
+// Name is the scheduler's name: pods whose spec.schedulerName is Name are
+// its to place, and its events come from Name.
+const Name = corev1.DefaultSchedulerName
+
+// maxUnschedulable is how long a pod that did not fit waits at most for
+// its next attempt when nothing in the cluster seems to change, as
+// upstream's podMaxInUnschedulablePodsDuration.
+const maxUnschedulable = 5 * time.Minute
+
+// Options are the scheduler's settings.
+type Options struct {
+	// Parallelism is how many pods are placed and bound at once.
+	Parallelism int
+	// QPS and Burst limit each of the scheduler's API clients (one for
+	// bindings and status, one for events), kube-scheduler's
+	// --kube-api-qps and --kube-api-burst.
+	QPS   float32
+	Burst int
+	// InitialBackoff and MaxBackoff space out the attempts of a pod that
+	// did not fit: the wait doubles per attempt up to MaxBackoff
+	// (podInitialBackoffSeconds and podMaxBackoffSeconds).
+	InitialBackoff, MaxBackoff time.Duration
+}
+
+// DefaultOptions are kube-scheduler's defaults.
+func DefaultOptions() Options {
+	return Options{Parallelism: 16, QPS: 50, Burst: 100, InitialBackoff: time.Second, MaxBackoff: 10 * time.Second}
+}
+
+// Scheduler places pods on nodes.
+type Scheduler struct {
+	opts     Options
+	client   kubernetes.Interface
+	pods     corelisters.PodLister
+	recorder record.EventRecorder
+	queue    *controller.Queue[string]
+	synced   []toolscache.InformerSynced
+
+	mu    sync.Mutex
+	cache *cache
+	rng   *rand.Rand
+	// attempts are the failed attempts of pods that fit nowhere, by key.
+	attempts map[string]*attempts
+}
+
+// attempts count a pod's failed attempts, for its backoff.
+type attempts struct {
+	count int
+	last  time.Time
+}
+
+// New creates the scheduler and registers its informer handlers. It binds
+// pods and writes their status through d.Client and records events
+// through events until ctx ends.
+func New(ctx context.Context, d controller.Deps, events kubernetes.Interface, opts Options) (*Scheduler, error) {
+	core := d.Informers.Core().V1()
+	s := &Scheduler{
+		opts:     opts,
+		client:   d.Client,
+		pods:     core.Pods().Lister(),
+		recorder: controller.NewRecorder(ctx, events, Name),
+		cache:    newCache(),
+		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		attempts: map[string]*attempts{},
+	}
+	s.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "scheduler", Sync: s.sync})
+	synced, err := controller.Register(
+		controller.Handler{Informer: core.Pods().Informer(), Handler: toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.podChanged(nil, obj) },
+			UpdateFunc: s.podChanged,
+			DeleteFunc: s.podDeleted,
+		}},
+		controller.Handler{Informer: core.Nodes().Informer(), Handler: toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.nodeChanged(nil, obj) },
+			UpdateFunc: s.nodeChanged,
+			DeleteFunc: s.nodeDeleted,
+		}},
+	)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	s.synced = synced
+	return s, nil
+}
+
+// Run places pods until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) {
+	s.queue.Run(ctx, s.opts.Parallelism, s.synced...)
+}
+
+// podChanged keeps the sums of assigned pods and queues pods to place.
+func (s *Scheduler) podChanged(oldObj, obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	switch {
+	case pod.Spec.NodeName != "" && !terminal(pod):
+		s.mu.Lock()
+		s.cache.addPod(pod.UID, newPodInfo(pod, pod.Spec.NodeName, false))
+		delete(s.attempts, cacheKey(pod))
+		s.mu.Unlock()
+	case pod.Spec.NodeName != "":
+		// A finished pod no longer takes anything from its node.
+		s.mu.Lock()
+		freed := s.cache.removePod(pod.UID)
+		s.mu.Unlock()
+		if freed {
+			s.retryUnschedulable()
+		}
+	case ours(pod):
+		old, _ := oldObj.(*corev1.Pod)
+		// Our own status writes come back as updates; only a change of
+		// what the pod asks for is worth another attempt.
+		if old == nil || !equality.Semantic.DeepEqual(old.Spec, pod.Spec) || !equality.Semantic.DeepEqual(old.Labels, pod.Labels) {
+			s.enqueue(cacheKey(pod))
+		}
+	}
+}
+
+// podDeleted frees what a pod took; that may make room for others.
+func (s *Scheduler) podDeleted(obj any) {
+	pod, ok := controller.Object[*corev1.Pod](obj)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	freed := s.cache.removePod(pod.UID)
+	delete(s.attempts, cacheKey(pod))
+	s.mu.Unlock()
+	if freed {
+		s.retryUnschedulable()
+	}
+}
+
+func (s *Scheduler) nodeChanged(oldObj, obj any) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	s.cache.setNode(node)
+	s.mu.Unlock()
+	if old, _ := oldObj.(*corev1.Node); old == nil || mayHelp(old, node) {
+		s.retryUnschedulable()
+	}
+}
+
+func (s *Scheduler) nodeDeleted(obj any) {
+	node, ok := controller.Object[*corev1.Node](obj)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	s.cache.deleteNode(node.Name)
+	s.mu.Unlock()
+}
+
+// mayHelp tells whether a node update may let a pod fit that did not:
+// its labels, taints, readiness, cordon or allocatable changed (not, say,
+// a heartbeat).
+func mayHelp(old, cur *corev1.Node) bool {
+	return !equality.Semantic.DeepEqual(old.Labels, cur.Labels) ||
+		old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+		!equality.Semantic.DeepEqual(effectiveTaints(old), effectiveTaints(cur)) ||
+		!equality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable)
+}
+
+// enqueue queues a pod for an attempt, after what remains of its backoff
+// if it failed before.
+func (s *Scheduler) enqueue(key string) {
+	s.mu.Lock()
+	a := s.attempts[key]
+	var wait time.Duration
+	if a != nil {
+		wait = s.remainingBackoff(a)
+	}
+	s.mu.Unlock()
+	s.queue.AddAfter(key, wait)
+}
+
+// retryUnschedulable queues every pod that fit nowhere, each once its
+// backoff has passed, as upstream moves them when the cluster changes.
+func (s *Scheduler) retryUnschedulable() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, a := range s.attempts {
+		s.queue.AddAfter(key, s.remainingBackoff(a))
+	}
+}
+
+// remainingBackoff is how long a pod still waits: the initial backoff
+// doubled per failed attempt, at most the maximum, from the last attempt.
+func (s *Scheduler) remainingBackoff(a *attempts) time.Duration {
+	d := s.opts.InitialBackoff
+	for i := 1; i < a.count && d < s.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	return time.Until(a.last.Add(min(d, s.opts.MaxBackoff)))
+}
+
+// sync makes one attempt to place a pod.
+func (s *Scheduler) sync(ctx context.Context, key string) error {
+	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return fmt.Errorf("bad key %q: %w", key, err)
+	}
+	pod, err := s.pods.Pods(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		s.forgetAttempts(key)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get pod %s: %w", key, err)
+	}
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !ours(pod) {
+		s.forgetAttempts(key)
+		return nil
+	}
+	node, unschedulable, busy := s.schedule(pod)
+	switch {
+	case busy:
+		return nil
+	case unschedulable != "":
+		return s.failed(ctx, key, pod, unschedulable)
+	}
+	return s.bind(ctx, key, pod, node)
+}
+
+// schedule chooses a node for pod and assumes the pod onto it, or says
+// why no node fits. busy means the pod is already assumed: its binding is
+// under way.
+func (s *Scheduler) schedule(pod *corev1.Pod) (node, unschedulable string, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.cache.pods[pod.UID]; ok {
+		return "", "", true
+	}
+	if s.cache.numNodes == 0 {
+		return "", errNoNodes, false
+	}
+	c := newCandidate(pod)
+	d := newDiagnosis(s.cache.numNodes)
+	nodes := make([]feasible, 0, s.cache.numNodes)
+	for name, n := range s.cache.nodes {
+		if n.node == nil {
+			continue
+		}
+		if reasons, resolvable := c.fit(n); len(reasons) > 0 {
+			d.add(reasons, resolvable)
+			continue
+		}
+		nodes = append(nodes, feasible{name: name, info: n})
+	}
+	if len(nodes) == 0 {
+		return "", d.message(pod), false
+	}
+	node = c.pick(nodes, s.rng)
+	s.cache.addPod(pod.UID, c.info(node))
+	return node, "", false
+}
+
+// bind assigns the pod to its chosen node, as upstream's DefaultBinder.
+func (s *Scheduler) bind(ctx context.Context, key string, pod *corev1.Pod, node string) error {
+	err := s.client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		s.mu.Lock()
+		s.cache.forget(pod.UID)
+		s.mu.Unlock()
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || ctx.Err() != nil {
+			// Deleted or bound by someone else meanwhile, which the
+			// informer will tell, or shutting down.
+			return nil
+		}
+		s.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedScheduling", "binding rejected: running Bind plugin %q: %v", "DefaultBinder", err)
+		return fmt.Errorf("bind pod %s to node %s: %w", key, node, err)
+	}
+	s.forgetAttempts(key)
+	s.recorder.Eventf(pod, corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, node)
+	return nil
+}
+
+// failed records an attempt that found no node: the FailedScheduling
+// event, the PodScheduled condition, and a retry after at most
+// maxUnschedulable.
+func (s *Scheduler) failed(ctx context.Context, key string, pod *corev1.Pod, msg string) error {
+	s.mu.Lock()
+	a := s.attempts[key]
+	if a == nil {
+		a = &attempts{}
+		s.attempts[key] = a
+	}
+	a.count++
+	a.last = time.Now()
+	s.mu.Unlock()
+	s.queue.AddAfter(key, maxUnschedulable)
+	s.recorder.Event(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
+	return s.setUnschedulable(ctx, pod, msg)
+}
+
+// setUnschedulable sets PodScheduled=False, reason Unschedulable, unless
+// the pod says so already.
+func (s *Scheduler) setUnschedulable(ctx context.Context, pod *corev1.Pod, msg string) error {
+	cond := corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: msg,
+		ObservedGeneration: pod.Generation,
+		LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second)),
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type != corev1.PodScheduled || c.Status != cond.Status {
+			continue
+		}
+		if c.Reason == cond.Reason && c.Message == cond.Message && c.ObservedGeneration == cond.ObservedGeneration {
+			return nil
+		}
+		cond.LastTransitionTime = c.LastTransitionTime
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{cond}}})
+	if err != nil {
+		return fmt.Errorf("encode status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	_, err = s.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("set pod %s/%s unschedulable: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+func (s *Scheduler) forgetAttempts(key string) {
+	s.mu.Lock()
+	delete(s.attempts, key)
+	s.mu.Unlock()
+}
+
+// ours tells whether the pod is the default scheduler's to place.
+func ours(pod *corev1.Pod) bool { return pod.Spec.SchedulerName == Name }
+
+func terminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+func cacheKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
