@@ -27,11 +27,11 @@ type nodeCluster struct {
 
 var netnsSeq atomic.Int32
 
-// startNodeCluster creates a network namespace, starts `svcnet up` with its
-// node inside it and waits for the node to be Ready. When the test ends,
+// startNodeCluster creates a network namespace, starts `svcnet up` (with
+// extraArgs) with its node inside it and waits for the node to be Ready. When the test ends,
 // the cluster stops (stopping its pods), then every process, mount and
 // namespace the test made is removed, also after a failure.
-func startNodeCluster(t *testing.T) *nodeCluster {
+func startNodeCluster(t *testing.T, extraArgs ...string) *nodeCluster {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -49,8 +49,8 @@ func startNodeCluster(t *testing.T) *nodeCluster {
 			t.Cleanup(func() { removeNetns(t, ns) })
 		}
 	}()
-	c.cluster = startCluster(t, "--netns", ns, "--node-name", nodeName, "--metrics-bind-address", "0",
-		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	c.cluster = startCluster(t, append([]string{"--netns", ns, "--node-name", nodeName, "--metrics-bind-address", "0",
+		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, extraArgs...)...)
 	// Runs before the harness's own stop: stop gracefully, then reap.
 	t.Cleanup(func() {
 		c.stop()
@@ -145,32 +145,41 @@ func inNetns(t *testing.T, nsPath string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// TestNodeNginxPodsReachEachOther is the seed labs' first step: a
+// Deployment of two nginx pods, scheduled onto the node, each with an IP of
+// its own in the node's podCIDR, reaching the other without NAT.
 func TestNodeNginxPodsReachEachOther(t *testing.T) {
 	c := startNodeCluster(t)
-	for _, n := range []string{"nginx-a", "nginx-b"} {
-		c.pod(n, "nginx", "    ports: [{containerPort: 80}]\n")
+	c.must("create", "deployment", "nginx", "--image=nginx", "--replicas=2", "--port=80")
+	if out := c.must("rollout", "status", "deployment/nginx", "--timeout=60s"); !strings.Contains(out, `deployment "nginx" successfully rolled out`) {
+		t.Fatalf("rollout status: %s", out)
 	}
-	for _, n := range []string{"nginx-a", "nginx-b"} {
-		c.waitReady(n, "True", 30*time.Second)
+	names := strings.Fields(c.must("get", "pods", "-l", "app=nginx", "-o", "jsonpath={.items[*].metadata.name}"))
+	if len(names) != 2 {
+		t.Fatalf("Deployment nginx has pods %v, want 2", names)
 	}
+	if nodes := c.must("get", "pods", "-l", "app=nginx", "-o", "jsonpath={.items[*].spec.nodeName}"); nodes != nodeName+" "+nodeName {
+		t.Errorf("pods bound to %q, want both on %s", nodes, nodeName)
+	}
+	podA, podB := names[0], names[1]
 	_, cidr, err := net.ParseCIDR(c.jsonpath("node", nodeName, "{.spec.podCIDR}"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ipA, ipB := c.jsonpath("pod", "nginx-a", "{.status.podIP}"), c.jsonpath("pod", "nginx-b", "{.status.podIP}")
+	ipA, ipB := c.jsonpath("pod", podA, "{.status.podIP}"), c.jsonpath("pod", podB, "{.status.podIP}")
 	if ipA == ipB || !cidr.Contains(net.ParseIP(ipA)) || !cidr.Contains(net.ParseIP(ipB)) {
 		t.Fatalf("pod IPs %s and %s: want distinct addresses in %s", ipA, ipB, cidr)
 	}
-	if got := c.jsonpath("pod", "nginx-a", "{.status.phase} {.status.containerStatuses[0].ready} {.status.hostIP}"); !strings.HasPrefix(got, "Running true ") {
+	if got := c.jsonpath("pod", podA, "{.status.phase} {.status.containerStatuses[0].ready} {.status.hostIP}"); !strings.HasPrefix(got, "Running true ") {
 		t.Errorf("pod status: %s", got)
 	}
 	// From pod a's network, GET pod b: the default page, naming pod b.
-	out, err := inNetns(t, c.netnsOf("nginx-a"), "wget", "-S", "-q", "-O-", "http://"+ipB+"/")
-	if err != nil || !strings.Contains(out, "Welcome to nginx!") || !strings.Contains(out, "X-Pod-Name: nginx-b") {
+	out, err := inNetns(t, c.netnsOf(podA), "wget", "-S", "-q", "-O-", "http://"+ipB+"/")
+	if err != nil || !strings.Contains(out, "Welcome to nginx!") || !strings.Contains(out, "X-Pod-Name: "+podB) {
 		t.Fatalf("GET pod b from pod a: %v\n%s", err, out)
 	}
 	// Pod b saw pod a's own address: no NAT between pods.
-	if logs := c.must("logs", "nginx-b"); !strings.Contains(logs, ipA+` - - [`) {
+	if logs := c.must("logs", podB); !strings.Contains(logs, ipA+` - - [`) {
 		t.Errorf("pod b's access log does not show pod a's address %s:\n%s", ipA, logs)
 	}
 }
