@@ -58,7 +58,7 @@ func controllerManagerFlags(cmd *cobra.Command) *cluster.ControllerManagerOption
 func controllerManagerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "controller-manager",
-		Short: "Run the controllers (kube-controller-manager): EndpointSlices, Endpoints, mirroring, garbage collection, namespaces",
+		Short: "Run the controllers (kube-controller-manager) and the scheduler: endpoints, workloads, nodes, garbage collection, namespaces",
 		Args:  cobra.NoArgs,
 	}
 	o := controllerManagerFlags(cmd)

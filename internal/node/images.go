@@ -55,6 +55,7 @@ func DefaultImages() ImageTable {
 		"registry.k8s.io/e2e-test-images/busybox": busybox,
 		"gcr.io/google-containers/busybox":        busybox,
 		"registry.k8s.io/e2e-test-images/nginx":   {Builtin: builtin.Nginx, Binaries: []string{"nginx"}},
+		"registry.k8s.io/nginx-slim":              {Builtin: builtin.Nginx, Binaries: []string{"nginx"}},
 		"registry.k8s.io/e2e-test-images/httpd":   {Builtin: builtin.Httpd, Binaries: []string{"httpd-foreground", "httpd"}},
 		"registry.k8s.io/serve_hostname":          {Builtin: builtin.Agnhost, Cmd: []string{"serve-hostname"}},
 	}

@@ -98,6 +98,7 @@ func TestDocsExamples(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				cmd := exec.CommandContext(ctx, "sh", "-c", st.cmd)
+				cmd.Dir = "../.." // files such as docs/examples/ are named from the checkout's root
 				cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.kubeconfig(),
 					"HOME="+c.cacheDir, "ETCDCTL_API=3", "ETCDCTL_ENDPOINTS="+c.etcdClient)
 				out, _ := cmd.CombinedOutput()
