@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -20,11 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/svcnet/svcnet/internal/cluster"
+	"github.com/svcnet/svcnet/bench/internal/benchenv"
 	"github.com/svcnet/svcnet/internal/registry"
 )
 
@@ -70,63 +66,14 @@ func round(d time.Duration) string {
 	return d.Round(10 * time.Microsecond).String()
 }
 
-func freeURL() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-// server is an API server on embedded etcd in a temporary dir, with an
-// unthrottled client.
-type server struct {
-	cs         kubernetes.Interface
-	etcdClient string // host:port
-	stop       func()
-}
-
-func startServer(ctx context.Context) (*server, error) {
-	dir, err := os.MkdirTemp("", "svcnet-bench")
-	if err != nil {
-		return nil, err
-	}
-	api, etcdClient, etcdPeer, err := freeAddrs()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	sctx, stop := context.WithCancel(ctx)
-	srv, err := cluster.StartAPIServer(sctx, cluster.APIServerOptions{
-		DataDir: dir, BindAddress: api, EtcdClientURL: "http://" + etcdClient, EtcdPeerURL: "http://" + etcdPeer,
-	})
-	if err != nil {
-		stop()
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	s := &server{etcdClient: etcdClient, stop: func() { stop(); _ = srv.Wait(); os.RemoveAll(dir) }}
-	cfg, err := clientcmd.BuildConfigFromFlags("", srv.Kubeconfig)
-	if err == nil {
-		cfg.QPS, cfg.Burst = 1e6, 1e6
-		s.cs, err = kubernetes.NewForConfig(cfg)
-	}
-	if err != nil {
-		s.stop()
-		return nil, err
-	}
-	return s, nil
-}
-
 // Run starts an API server on embedded etcd in a temporary dir and measures.
 func Run(ctx context.Context, o Options) (*Result, error) {
-	srv, err := startServer(ctx)
+	srv, err := benchenv.StartServer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.stop()
-	cs, etcdClient := srv.cs, srv.etcdClient
+	defer srv.Stop()
+	cs, etcdClient := srv.Client, srv.EtcdClient
 	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdClient}, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, err
@@ -211,18 +158,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
-}
-
-func freeAddrs() (string, string, string, error) {
-	var out [3]string
-	for i := range out {
-		a, err := freeURL()
-		if err != nil {
-			return "", "", "", err
-		}
-		out[i] = a
-	}
-	return out[0], out[1], out[2], nil
 }
 
 type measured struct {

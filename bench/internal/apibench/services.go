@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/bench/internal/benchenv"
 )
 
 // ServiceResult compares creates of Services, which allocate a cluster IP
@@ -34,12 +36,12 @@ func (r *ServiceResult) Print(w io.Writer) {
 // RunServices starts an API server on embedded etcd, with the default
 // ranges (10.96.0.0/12, 30000-32767), and measures.
 func RunServices(ctx context.Context, o Options) (*ServiceResult, error) {
-	srv, err := startServer(ctx)
+	srv, err := benchenv.StartServer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.stop()
-	cms, svcs := srv.cs.CoreV1().ConfigMaps("default"), srv.cs.CoreV1().Services("default")
+	defer srv.Stop()
+	cms, svcs := srv.Client.CoreV1().ConfigMaps("default"), srv.Client.CoreV1().Services("default")
 	cm := measure("configmap", o, func(i int) error {
 		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%06d", i)},
 			Data: map[string]string{"port": "80"}}, metav1.CreateOptions{})

@@ -11,11 +11,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,8 +22,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/svcnet/svcnet/bench/internal/benchenv"
 	"github.com/svcnet/svcnet/internal/cluster"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
 )
@@ -70,50 +67,21 @@ func (r *Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "%-24s %10d to %d (even: %d)\n", "pods per node", r.MinPerNode, r.MaxPerNode, r.Pods/r.Nodes)
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // Run starts an API server in this process on a temporary dir and
 // loopback ports, registers the nodes, creates the pods, then starts a
 // controller manager running only the scheduler and measures. Events the
 // scheduler has not written when the last pod is bound are not waited for.
 func Run(ctx context.Context, o Options) (*Result, error) {
-	dir, err := os.MkdirTemp("", "svcnet-schedbench")
+	srv, err := benchenv.StartServer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	var addrs [4]string
-	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
-			return nil, err
-		}
-	}
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	api, err := cluster.StartAPIServer(ctx, cluster.APIServerOptions{
-		DataDir: dir, BindAddress: addrs[0], EtcdClientURL: "http://" + addrs[1], EtcdPeerURL: "http://" + addrs[2],
-	})
+	defer srv.Stop()
+	metricsAddr, err := benchenv.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	defer func() { stop(); _ = api.Wait() }()
-	cfg, err := clientcmd.BuildConfigFromFlags("", api.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS, cfg.Burst = 1e6, 1e6
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	b := &bench{o: o, cs: cs, res: &Result{Options: o}}
+	b := &bench{o: o, cs: srv.Client, res: &Result{Options: o}}
 	if err := b.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -123,7 +91,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	cmo := cluster.DefaultControllerManagerOptions()
-	cmo.Kubeconfig, cmo.MetricsBindAddress = api.Kubeconfig, addrs[3]
+	cmo.Kubeconfig, cmo.MetricsBindAddress = srv.Kubeconfig, metricsAddr
 	cmo.LeaderElection.Enabled = false
 	cmo.Controllers = []string{"scheduler"}
 	cmo.Scheduler = o.Scheduler
@@ -167,31 +135,6 @@ const ns = "default"
 
 func nodeName(i int) string { return fmt.Sprintf("node-%03d", i) }
 
-// parallel runs f(0..n-1) on workers goroutines and returns the first
-// error.
-func parallel(n, workers int, f func(i int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
-}
-
 // pod is the i-th pod of the run: a small request, one of the owners'.
 func (b *bench) pod(namespace, schedulerName string, i int) *corev1.Pod {
 	owner := i % b.o.Owners
@@ -209,7 +152,7 @@ func (b *bench) pod(namespace, schedulerName string, i int) *corev1.Pod {
 // setup registers the nodes, Ready, and creates the pods, timing the
 // creates.
 func (b *bench) setup(ctx context.Context) error {
-	if err := parallel(b.o.Nodes, b.o.Workers, func(i int) error {
+	if err := benchenv.Parallel(b.o.Nodes, b.o.Workers, func(i int) error {
 		n, err := b.cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i),
 			Labels: map[string]string{corev1.LabelHostname: nodeName(i)}}}, metav1.CreateOptions{})
 		if err != nil {
@@ -228,7 +171,7 @@ func (b *bench) setup(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	if err := parallel(b.o.Pods, b.o.Workers, func(i int) error {
+	if err := benchenv.Parallel(b.o.Pods, b.o.Workers, func(i int) error {
 		_, err := b.cs.CoreV1().Pods(ns).Create(ctx, b.pod(ns, corev1.DefaultSchedulerName, i), metav1.CreateOptions{})
 		return err
 	}); err != nil {
@@ -245,14 +188,14 @@ func (b *bench) direct(ctx context.Context) error {
 	if _, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: directNS}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace: %w", err)
 	}
-	if err := parallel(b.o.Pods, b.o.Workers, func(i int) error {
+	if err := benchenv.Parallel(b.o.Pods, b.o.Workers, func(i int) error {
 		_, err := b.cs.CoreV1().Pods(directNS).Create(ctx, b.pod(directNS, "no-such-scheduler", i), metav1.CreateOptions{})
 		return err
 	}); err != nil {
 		return fmt.Errorf("create pods to bind: %w", err)
 	}
 	start := time.Now()
-	if err := parallel(b.o.Pods, b.o.Scheduler.Parallelism, func(i int) error {
+	if err := benchenv.Parallel(b.o.Pods, b.o.Scheduler.Parallelism, func(i int) error {
 		return b.cs.CoreV1().Pods(directNS).Bind(ctx, &corev1.Binding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: directNS, Name: fmt.Sprintf("pod-%05d", i)},
 			Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName(i % b.o.Nodes)},

@@ -11,13 +11,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,8 +24,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/svcnet/svcnet/bench/internal/benchenv"
 	"github.com/svcnet/svcnet/internal/cluster"
 	"github.com/svcnet/svcnet/internal/controller/endpointslice"
 )
@@ -81,40 +78,22 @@ func (r *Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "%-30s %10s\n", "mean change-to-write latency", r.ChangeToWrite.Round(time.Millisecond))
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // Run starts an API server and a controller manager in this process on a
 // temporary dir and loopback ports, and measures.
 func Run(ctx context.Context, o Options) (*Result, error) {
-	dir, err := os.MkdirTemp("", "svcnet-slicebench")
+	srv, err := benchenv.StartServer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	var addrs [4]string
-	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
-			return nil, err
-		}
+	defer srv.Stop()
+	metricsAddr, err := benchenv.FreeAddr()
+	if err != nil {
+		return nil, err
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	api, err := cluster.StartAPIServer(ctx, cluster.APIServerOptions{
-		DataDir: dir, BindAddress: addrs[0], EtcdClientURL: "http://" + addrs[1], EtcdPeerURL: "http://" + addrs[2],
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { stop(); _ = api.Wait() }()
 	cmo := cluster.DefaultControllerManagerOptions()
-	cmo.Kubeconfig, cmo.MetricsBindAddress = api.Kubeconfig, addrs[3]
+	cmo.Kubeconfig, cmo.MetricsBindAddress = srv.Kubeconfig, metricsAddr
 	cmo.LeaderElection.Enabled = false
 	cmo.EndpointSlice.BatchPeriod = o.BatchPeriod
 	cmo.KubeAPIQPS, cmo.KubeAPIBurst = o.QPS, o.Burst
@@ -124,16 +103,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer func() { stop(); _ = cm.Wait() }()
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", api.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS, cfg.Burst = 1e6, 1e6
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	b := &bench{o: o, cs: cs, res: &Result{Options: o, Minimum: o.Services}}
+	b := &bench{o: o, cs: srv.Client, res: &Result{Options: o, Minimum: o.Services}}
 	if err := b.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -200,26 +170,7 @@ func (b *bench) svcOf(i int) int { return i / b.o.PodsPerService }
 // parallel runs f(0..n-1) on the configured number of workers and returns
 // the first error.
 func (b *bench) parallel(n int, f func(i int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for range b.o.Workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
+	return benchenv.Parallel(n, b.o.Workers, f)
 }
 
 // setup creates a node, the Services and their pods, Running but not Ready.

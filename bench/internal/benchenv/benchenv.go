@@ -1,0 +1,106 @@
+// Package benchenv starts what the benchmarks run against, in the
+// benchmark's own process: an API server on embedded etcd in a temporary
+// directory on loopback ports, with a client that no rate limit slows
+// down; and it spreads a benchmark's requests over workers.
+package benchenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svcnet/svcnet/internal/cluster"
+)
+
+// FreeAddr is a loopback host:port that nobody listens on now.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Server is a running API server.
+type Server struct {
+	*cluster.APIServer
+	// Client is unthrottled.
+	Client kubernetes.Interface
+	// EtcdClient is the embedded etcd's client host:port.
+	EtcdClient string
+
+	stop func()
+}
+
+// StartServer starts an API server on embedded etcd in a new temporary
+// directory; Stop stops it and removes the directory.
+func StartServer(ctx context.Context) (*Server, error) {
+	dir, err := os.MkdirTemp("", "svcnet-bench")
+	if err != nil {
+		return nil, err
+	}
+	var addrs [3]string
+	for i := range addrs {
+		if addrs[i], err = FreeAddr(); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	api, err := cluster.StartAPIServer(sctx, cluster.APIServerOptions{
+		DataDir: dir, BindAddress: addrs[0], EtcdClientURL: "http://" + addrs[1], EtcdPeerURL: "http://" + addrs[2],
+	})
+	if err != nil {
+		cancel()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s := &Server{APIServer: api, EtcdClient: addrs[1], stop: func() { cancel(); _ = api.Wait(); os.RemoveAll(dir) }}
+	cfg, err := clientcmd.BuildConfigFromFlags("", api.Kubeconfig)
+	if err == nil {
+		cfg.QPS, cfg.Burst = 1e6, 1e6
+		s.Client, err = kubernetes.NewForConfig(cfg)
+	}
+	if err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("client of the API server: %w", err)
+	}
+	return s, nil
+}
+
+// Stop stops the API server and removes its directory.
+func (s *Server) Stop() { s.stop() }
+
+// Parallel runs f(0..n-1) on workers goroutines and returns the first
+// error; after an error no new call starts.
+func Parallel(n, workers int, f func(i int) error) error {
+	var next atomic.Int64
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range workers {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { first = err })
+					failed.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
