@@ -23,23 +23,31 @@ func nodeFlags(f *pflag.FlagSet, o *cluster.NodeOptions, listen string) {
 	f.StringVar(&o.ListenAddress, "kubelet-address", listen, "host:port of the node's HTTPS server (logs), in the process's network namespace")
 	f.StringVar(&o.ClusterDNS, "cluster-dns", "10.96.0.10", "the cluster DNS address in pods' resolv.conf")
 	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
+	f.StringSliceVar(&o.DNSUpstream, "dns-upstream", nil, "resolvers (host or host:port, comma-separated) the cluster DNS forwards names outside the cluster to (default: the nameservers of /etc/resolv.conf)")
 	f.StringVar(&o.ImageTable, "image-table", "", "YAML file mapping images to built-in programs, host executables or commands, over the defaults")
+	f.StringVar(&o.ProxyMode, "proxy-mode", cluster.ProxyModeNFTables, "the Service proxy's mode: nftables (falls back to userspace where nftables cannot be used) or userspace")
+	f.StringVar(&o.ProxyMetrics, "proxy-metrics-bind-address", "", "host:port serving the Service proxy's /metrics over HTTP, kube-proxy's names (default: not served)")
 }
 
 func nodeCommand() *cobra.Command {
 	o := &cluster.NodeOptions{}
+	var cleanup bool
 	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "Run a node agent (kubelet and CNI): register a Node and run its pods",
+		Short: "Run a node agent (kubelet, CNI and kube-proxy): register a Node, run its pods, proxy its Services",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cleanup {
+				return cluster.CleanupProxy(o.NetNS)
+			}
 			return cluster.RunNode(cmd.Context(), *o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", filepath.Join(cluster.DefaultDataDir(), "kubeconfig"), "kubeconfig of the API server")
 	f.StringVar(&o.DataDir, "data-dir", cluster.DefaultDataDir(), "directory for the node's pods, logs and addresses (under node/)")
-	f.BoolVar(&o.StopPodsOnExit, "stop-pods-on-exit", false, "stop the node's pods when the agent exits (by default they keep running and are adopted on restart)")
+	f.BoolVar(&o.StopPodsOnExit, "stop-pods-on-exit", false, "stop the node's pods and remove the proxy's rules when the agent exits (by default they stay and are adopted on restart)")
+	f.BoolVar(&cleanup, "cleanup", false, "remove the Service proxy's nftables rules from the node's network namespace and exit")
 	nodeFlags(f, o, "0.0.0.0:10250")
 	cmd.AddCommand(shimCommand(), imageCommand())
 	return cmd

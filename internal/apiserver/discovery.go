@@ -43,7 +43,10 @@ func subresourcesOf(r *registry.Resource) []subresource {
 	if r.Resource == "pods" && r.Kind.Group == "" {
 		out = append(out,
 			subresource{name: "binding", kind: schema.GroupVersionKind{Kind: "Binding"}, verbs: []string{"create"}},
-			subresource{name: "log", kind: schema.GroupVersionKind{Kind: "Pod"}, verbs: []string{"get"}})
+			subresource{name: "log", kind: schema.GroupVersionKind{Kind: "Pod"}, verbs: []string{"get"}},
+			subresource{name: "attach", kind: schema.GroupVersionKind{Kind: "PodAttachOptions"}, verbs: []string{"create", "get"}},
+			subresource{name: "exec", kind: schema.GroupVersionKind{Kind: "PodExecOptions"}, verbs: []string{"create", "get"}},
+			subresource{name: "portforward", kind: schema.GroupVersionKind{Kind: "PodPortForwardOptions"}, verbs: []string{"create", "get"}})
 	}
 	if r.Resource == "namespaces" {
 		out = append(out, subresource{name: "finalize", kind: schema.GroupVersionKind{Kind: r.Kind.Kind}, verbs: []string{"update"}})

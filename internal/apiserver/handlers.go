@@ -37,6 +37,12 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, ri *reque
 		}
 		return
 	}
+	if streamSubresources[ri.subresource] {
+		if err := s.servePodStream(w, r, ri); err != nil {
+			writeError(w, r, err)
+		}
+		return
+	}
 	err := subresourceAllows(ri)
 	if err == nil {
 		switch ri.verb {

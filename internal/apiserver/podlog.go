@@ -15,8 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	nodereg "github.com/svcnet/svcnet/internal/registry/node"
 )
 
 // servePodLog answers GET pods/{name}/log as kube-apiserver does: it picks
@@ -46,13 +44,9 @@ func (s *Server) servePodLog(w http.ResponseWriter, r *http.Request, ri *request
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
-	nodeObj, err := s.get(r.Context(), s.resources.ByGVR(corev1.SchemeGroupVersion.WithResource("nodes")), "", pod.Spec.NodeName)
+	endpoint, err := s.kubeletHost(r.Context(), pod.Spec.NodeName)
 	if err != nil {
 		return err
-	}
-	endpoint, err := nodereg.KubeletEndpoint(nodeObj.(*corev1.Node))
-	if err != nil {
-		return apierrors.NewServiceUnavailable(err.Error())
 	}
 	q := r.URL.Query()
 	q.Del("container")

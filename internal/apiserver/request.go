@@ -79,7 +79,7 @@ func (s *Server) hasSubresource(res *registry.Resource, sub string) bool {
 		return res.Scale != nil
 	case "finalize":
 		return res.Resource == "namespaces"
-	case "log", "binding":
+	case "log", "binding", "exec", "attach", "portforward":
 		return res.Resource == "pods" && res.Kind.Group == ""
 	}
 	return false

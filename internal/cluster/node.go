@@ -40,8 +40,15 @@ type NodeOptions struct {
 	ClusterDomain string
 	// ImageTable is a YAML file of images laid over the defaults.
 	ImageTable string
-	// StopPodsOnExit stops the pods when the node stops.
+	// DNSUpstream are the resolvers the node's cluster DNS forwards to.
+	DNSUpstream []string
+	// StopPodsOnExit stops the pods when the node stops (and removes the
+	// proxy's rules).
 	StopPodsOnExit bool
+	// ProxyMode is the Service proxy's backend (nftables).
+	ProxyMode string
+	// ProxyMetrics is host:port serving the proxy's /metrics; empty: off.
+	ProxyMetrics string
 }
 
 // RunNode runs a node agent until ctx ends.
@@ -71,7 +78,16 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create node data dir: %w", err)
 	}
-	return node.Run(ctx, node.Config{
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var proxyErr error
+	wg.Go(func() {
+		if proxyErr = runProxy(ctx, o, cfg, name); proxyErr != nil {
+			cancel()
+		}
+	})
+	nodeErr := node.Run(ctx, node.Config{
 		NodeName:       name,
 		REST:           cfg,
 		DataDir:        dir,
@@ -80,10 +96,14 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		ListenAddress:  o.ListenAddress,
 		ClusterDNS:     o.ClusterDNS,
 		ClusterDomain:  o.ClusterDomain,
+		DNSUpstreams:   o.DNSUpstream,
 		Images:         images,
 		StopPodsOnExit: o.StopPodsOnExit,
 		Version:        KubernetesVersion,
 	})
+	cancel()
+	wg.Wait()
+	return errors.Join(nodeErr, proxyErr)
 }
 
 // RunNodeIPAM hands out pod CIDRs of clusterCIDR to nodes until ctx ends,

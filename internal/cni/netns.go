@@ -25,6 +25,40 @@ func inNamespace(ns netns.NsHandle, fn func() error) error {
 	}, fn)
 }
 
+// InNamespaceAt runs fn on an OS thread switched into the network namespace
+// pinned at path (empty: the process's own), then switches the thread back.
+// Sockets fn opens stay in that namespace.
+func InNamespaceAt(path string, fn func() error) error {
+	if path == "" {
+		return fn()
+	}
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return fmt.Errorf("open network namespace %s: %w", path, err)
+	}
+	defer ns.Close()
+	return onSwitchedThread(func() error {
+		if err := netns.Set(ns); err != nil {
+			return fmt.Errorf("enter network namespace %s: %w", path, err)
+		}
+		return nil
+	}, fn)
+}
+
+// ListenAt is a listen function for servers of the network namespace
+// pinned at path (empty: the process's own).
+func ListenAt(path string) func(network, address string) (net.Listener, error) {
+	return func(network, address string) (net.Listener, error) {
+		var ln net.Listener
+		err := InNamespaceAt(path, func() error {
+			var err error
+			ln, err = net.Listen(network, address)
+			return err
+		})
+		return ln, err
+	}
+}
+
 // onSwitchedThread locks the goroutine to its OS thread, runs enter to
 // switch the thread's network namespace and then fn, and switches the thread
 // back to its original namespace. fn is not run if enter fails.

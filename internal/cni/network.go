@@ -145,6 +145,12 @@ func (n *Network) Ensure(podCIDR string) error {
 			return fmt.Errorf("look up %s: %w", BridgeName, err)
 		}
 	}
+	// A bridge whose address was never set takes the lowest of its ports'
+	// addresses, so it would change as pods come and go and leave the
+	// pods' neighbor entries for the gateway pointing nowhere: pin it.
+	if err := n.nl.LinkSetHardwareAddr(br, br.Attrs().HardwareAddr); err != nil {
+		return fmt.Errorf("pin the hardware address of %s: %w", BridgeName, err)
+	}
 	addr := &netlink.Addr{IPNet: &net.IPNet{IP: gw, Mask: cidr.Mask}}
 	if err := n.nl.AddrReplace(br, addr); err != nil {
 		return fmt.Errorf("address %s on %s: %w", addr, BridgeName, err)

@@ -2,7 +2,7 @@
 // Lease, runs the pods bound to it as processes (each container under a
 // shim, in the pod's network namespace from internal/cni, with the pod's
 // hostname and its own /etc/hosts and /etc/resolv.conf), builds their
-// environment, restarts them with CrashLoopBackOff, probes them, stops them
+// environment and volumes (volume_setup.go), restarts them with CrashLoopBackOff, probes them, stops them
 // gracefully, reports their status as upstream's kubelet does, and serves
 // their logs to the API server.
 //
@@ -61,6 +61,9 @@ type Config struct {
 	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
 	ClusterDNS    string
 	ClusterDomain string
+	// DNSUpstreams are the resolvers the node's cluster DNS forwards other
+	// names to; empty means the nameservers of the host's resolv.conf.
+	DNSUpstreams []string
 	// Images maps images to programs.
 	Images ImageTable
 	// MaxPods is the pods capacity.
@@ -85,6 +88,7 @@ type Agent struct {
 	probes   *probeManager
 	backoff  *flowcontrol.Backoff
 	resolv   resolvConf
+	volumes  *volumeManager
 
 	podLister corelisters.PodLister
 	nodeIP    net.IP
@@ -209,6 +213,10 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	if err != nil {
 		return err
 	}
+	volumesSynced, err := a.watchVolumeSources(all)
+	if err != nil {
+		return err
+	}
 	routes := &routeSync{agent: a, lister: nodes.Lister(), wake: make(chan struct{}, 1)}
 	nodesSynced, err := controller.Handle(nodes.Informer(), routes.handler())
 	if err != nil {
@@ -216,7 +224,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	}
 	podInformers.Start(ctx.Done())
 	all.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), podsSynced, nodesSynced, services.Informer().HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), podsSynced, nodesSynced, services.Informer().HasSynced, volumesSynced) {
 		return ctx.Err()
 	}
 	if err := a.adopt(ctx); err != nil {
@@ -237,6 +245,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	wg.Go(func() { reg.heartbeat(ctx) })
 	wg.Go(func() { a.relist(ctx) })
 	wg.Go(func() { routes.run(ctx) })
+	wg.Go(func() { a.serveDNS(ctx, podCIDR) })
 	slog.Info("node agent running", "node", a.cfg.NodeName, "podCIDR", podCIDR, "nodeIP", a.nodeIP, "netns", nsPath)
 
 	<-ctx.Done()
@@ -333,6 +342,9 @@ func (a *Agent) stopAllPods() {
 			}
 			if err := a.net.Teardown(uid); err != nil {
 				slog.Warn("remove pod network", "uid", uid, "err", err)
+			}
+			if err := a.tearDownVolumes(uid); err != nil {
+				slog.Warn("unmount pod volumes", "uid", uid, "err", err)
 			}
 		})
 	}

@@ -48,6 +48,7 @@ func (a *Agent) runPod(ctx context.Context, w *podWorker, pod *corev1.Pod) error
 			retry = d
 		}
 	}
+	want(a.setUpVolumes(pod))
 	policy := pod.Spec.RestartPolicy
 
 	initDone := true
@@ -173,6 +174,9 @@ func (a *Agent) maybeStart(ctx context.Context, pod *corev1.Pod, sb *sandbox, sp
 // startContainer resolves the container's image, environment and files and
 // starts it. A container that cannot be started gets its waiting reason.
 func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container, attempt int) (waitReason, error) {
+	if err := a.volumesMounted(pod); err != nil {
+		return waitReason{reason: "ContainerCreating"}, err
+	}
 	cmd, err := a.cfg.Images.resolve(a.cfg.Self, spec)
 	if err != nil {
 		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", spec.Image, err))
@@ -185,6 +189,14 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox
 		return waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
 	}
 	env = withDefaults(env, podHostname(pod))
+	if env, err = withApplets(a.cfg.DataDir, a.cfg.Images, spec.Image, env); err != nil {
+		return waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
+	}
+	mounts, err := a.containerMounts(pod, spec, env)
+	if err != nil {
+		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
+	}
 	cs := containerSpec{
 		Name:       spec.Name,
 		Attempt:    attempt,
@@ -196,9 +208,12 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox
 		Dir:        spec.WorkingDir,
 		Hostname:   podHostname(pod),
 		NetNS:      sb.netns,
-		Mounts:     etcMounts(sb.etc, spec),
+		Mounts:     append(etcMounts(sb.etc, spec), mounts...),
 		Log:        a.rt.logPath(pod.Namespace, pod.Name, string(pod.UID), spec.Name, attempt),
 		MaxLogSize: maxLogSize,
+		Stdin:      spec.Stdin,
+		StdinOnce:  spec.StdinOnce,
+		TTY:        spec.TTY,
 	}
 	a.event(pod, spec.Name, corev1.EventTypeNormal, "Created", "Created container: "+spec.Name)
 	if err := a.rt.start(string(pod.UID), cs); err != nil {

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	nodereg "github.com/svcnet/svcnet/internal/registry/node"
@@ -96,39 +97,46 @@ func (r *registration) markReady(ctx context.Context, srv *server) error {
 }
 
 // updateNode applies change to the Node's metadata or spec, retrying on
-// conflicts.
+// conflicts (the node lifecycle controller writes taints too).
 func (r *registration) updateNode(ctx context.Context, change func(*corev1.Node)) error {
 	nodes := r.agent.client.CoreV1().Nodes()
-	for range 5 {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := nodes.Get(ctx, r.agent.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		change(n)
-		if _, err = nodes.Update(ctx, n, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
-			return err
-		}
-	}
-	return fmt.Errorf("node %s kept changing", r.agent.cfg.NodeName)
+		_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }
 
-// reportStatus writes the Node's status if it changed or force is set.
+// reportStatus writes the Node's status if it changed or force is set,
+// retrying on conflicts with other writers of the Node.
 func (r *registration) reportStatus(ctx context.Context, force bool) error {
 	nodes := r.agent.client.CoreV1().Nodes()
-	n, err := nodes.Get(ctx, r.agent.cfg.NodeName, metav1.GetOptions{})
+	wrote := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, r.agent.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get node: %w", err)
+		}
+		st := r.status(&n.Status)
+		if !force && time.Since(r.reported) < statusReportInterval && sameConditions(n.Status, st) &&
+			apiequality.Semantic.DeepEqual(n.Status.Addresses, st.Addresses) {
+			return nil
+		}
+		n.Status = st
+		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		wrote = err == nil
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("get node: %w", err)
-	}
-	st := r.status(&n.Status)
-	if !force && time.Since(r.reported) < statusReportInterval && sameConditions(n.Status, st) &&
-		apiequality.Semantic.DeepEqual(n.Status.Addresses, st.Addresses) {
-		return nil
-	}
-	n.Status = st
-	if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update node status: %w", err)
 	}
-	r.reported = time.Now()
+	if wrote {
+		r.reported = time.Now()
+	}
 	return nil
 }
 

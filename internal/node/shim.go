@@ -26,7 +26,9 @@ import (
 // DIR`), in a new UTS and mount namespace, and the shim
 //
 //   - bind-mounts the pod's own /etc/hosts, /etc/resolv.conf and
-//     /etc/hostname privately (the host's files stay as they are),
+//     /etc/hostname and the container's volumes privately, making missing
+//     mount points in its own namespace (the host's files stay as they
+//     are, see volume_mount.go),
 //   - sets the pod's hostname,
 //   - joins the pod's network namespace on one thread and starts the
 //     container's process from it, so the process lives there,
@@ -65,6 +67,10 @@ type containerSpec struct {
 	Log    string     `json:"log"`
 	// MaxLogSize rotates the log once it is reached.
 	MaxLogSize int64 `json:"maxLogSize"`
+	// Stdin, StdinOnce and TTY are the container's fields of those names.
+	Stdin     bool `json:"stdin,omitempty"`
+	StdinOnce bool `json:"stdinOnce,omitempty"`
+	TTY       bool `json:"tty,omitempty"`
 }
 
 // bindFile is a file or directory mounted at Target in the container.
@@ -136,15 +142,8 @@ func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, erro
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return nil, nil, fmt.Errorf("make the mount namespace private: %w", err)
 	}
-	for _, m := range spec.Mounts {
-		if err := unix.Mount(m.Source, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return nil, nil, fmt.Errorf("mount %s on %s: %w", m.Source, m.Target, err)
-		}
-		if m.ReadOnly {
-			if err := unix.Mount("", m.Target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-				return nil, nil, fmt.Errorf("make %s read-only: %w", m.Target, err)
-			}
-		}
+	if err := mountAll(spec.Mounts, filepath.Join(dir, "mnt")); err != nil {
+		return nil, nil, err
 	}
 	if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
 		return nil, nil, fmt.Errorf("set hostname: %w", err)
@@ -168,13 +167,15 @@ func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if logs.attach, err = newAttachHub(dir, spec, cmd, stdout, stderr); err != nil {
+		logs.close(0)
+		return nil, nil, err
+	}
 	if err := startInNamespace(cmd, spec.NetNS); err != nil {
 		logs.close(0)
 		return nil, nil, err
 	}
-	stdout.Close()
-	stderr.Close()
+	logs.attach.started()
 	st := containerState{ShimPID: os.Getpid(), PID: cmd.Process.Pid, StartedAt: time.Now().UTC()}
 	st.ShimStart, _ = processStart(st.ShimPID)
 	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
@@ -260,6 +261,8 @@ type logWriter struct {
 	size    int64
 	readers sync.WaitGroup
 	pipes   []*os.File
+	// attach tees the container's output to attached clients.
+	attach *attachHub
 }
 
 // logLineMax splits longer lines into partial (P) records, as CRI does.
@@ -341,6 +344,9 @@ func (w *logWriter) rotate() {
 
 // close waits up to grace for the streams to end, then closes the log.
 func (w *logWriter) close(grace time.Duration) {
+	if w.attach != nil {
+		w.attach.close(grace)
+	}
 	for _, p := range w.pipes {
 		_ = p.SetReadDeadline(time.Now().Add(grace))
 	}

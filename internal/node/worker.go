@@ -209,6 +209,9 @@ func (a *Agent) removePod(ctx context.Context, uid string) (bool, time.Duration,
 	if rec.Pod != nil {
 		logDir = filepath.Dir(filepath.Dir(a.rt.logPath(rec.Pod.Namespace, rec.Pod.Name, uid, "x", 0)))
 	}
+	if err := a.tearDownVolumes(uid); err != nil {
+		return false, 0, err
+	}
 	if err := a.rt.remove(uid, logDir); err != nil {
 		return false, 0, fmt.Errorf("remove pod files: %w", err)
 	}

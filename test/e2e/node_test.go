@@ -33,12 +33,7 @@ var netnsSeq atomic.Int32
 // namespace the test made is removed, also after a failure.
 func startNodeCluster(t *testing.T, extraArgs ...string) *nodeCluster {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node tests need root for network namespaces, and CI runs as root")
-		}
-		t.Skip("node tests need root for network namespaces; CI runs them as root")
-	}
+	needRoot(t)
 	ns := fmt.Sprintf("svcnet-e2e-%d-%d", os.Getpid(), netnsSeq.Add(1))
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
@@ -62,9 +57,29 @@ func startNodeCluster(t *testing.T, extraArgs ...string) *nodeCluster {
 		if out != "True" {
 			return "node not Ready: " + out
 		}
+		// The cluster is up once the node serves cluster DNS behind the
+		// kube-dns Service.
+		out, _ = c.kubectl("", "get", "endpointslices", "-n", "kube-system", "-l", "kubernetes.io/service-name=kube-dns",
+			"-o", "jsonpath={.items[*].endpoints[*].nodeName}")
+		if out != nodeName {
+			return "kube-dns has no endpoint on the node yet: " + out
+		}
 		return ""
 	})
 	return c
+}
+
+// needRoot skips a test that needs root for network namespaces, except in
+// CI, which runs as root: there it fails.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("this test needs root for network namespaces, and CI runs as root")
+	}
+	t.Skip("this test needs root for network namespaces; CI runs it as root")
 }
 
 func removeNetns(t *testing.T, ns string) {
@@ -100,8 +115,16 @@ func reapNode(t *testing.T, dataDir string) {
 	}
 }
 
-// pod applies a one-container pod bound to the test's node.
+// pod applies a one-container pod bound to the test's node, labelled
+// app=<name>.
 func (c *nodeCluster) pod(name, image, extra string) {
+	c.t.Helper()
+	c.labeledPod(name, name, image, extra)
+}
+
+// labeledPod applies a one-container pod bound to the test's node, with the
+// label app=<app>.
+func (c *nodeCluster) labeledPod(name, app, image, extra string) {
 	c.t.Helper()
 	c.withStdin(fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -112,7 +135,7 @@ spec:
   containers:
   - name: main
     image: %s
-%s`, name, name, nodeName, image, extra), "apply", "-f", "-")
+%s`, name, app, nodeName, image, extra), "apply", "-f", "-")
 }
 
 // jsonpath reads a field of an object.

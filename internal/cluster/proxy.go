@@ -1,0 +1,148 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"time"
+
+	gnft "github.com/google/nftables"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/vishvananda/netns"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/proxy"
+	"github.com/svcnet/svcnet/internal/proxy/nftables"
+	"github.com/svcnet/svcnet/internal/proxy/userspace"
+)
+
+// Proxy modes, kube-proxy's --proxy-mode values that svcnet has.
+const (
+	ProxyModeNFTables  = "nftables"
+	ProxyModeUserspace = "userspace"
+)
+
+// netnsPath is where a named network namespace is pinned; empty for the
+// process's own.
+func netnsPath(name string) string {
+	if name == "" {
+		return ""
+	}
+	return filepath.Join("/var/run/netns", name)
+}
+
+// runProxy runs the node's Service proxy until ctx ends. It starts once
+// the Node has its pod CIDR, which tells the node's pods from other
+// sources.
+func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName string) error {
+	if o.ProxyMode != ProxyModeNFTables && o.ProxyMode != ProxyModeUserspace {
+		return fmt.Errorf("--proxy-mode %q: svcnet has %q and %q", o.ProxyMode, ProxyModeNFTables, ProxyModeUserspace)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	var cidrs []netip.Prefix
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil // not registered yet
+		}
+		for _, c := range n.Spec.PodCIDRs {
+			if p, err := netip.ParsePrefix(c); err == nil {
+				cidrs = append(cidrs, p.Masked())
+			}
+		}
+		return len(cidrs) > 0, nil
+	})
+	if err != nil {
+		return nil // stopped before the node had a pod CIDR
+	}
+	ns := netnsPath(o.NetNS)
+	backend, err := newProxyBackend(o.ProxyMode, ns, cidrs)
+	if err != nil {
+		return err
+	}
+	if us, ok := backend.(*userspace.Backend); ok {
+		defer us.Cleanup() // its sockets and connections end with the agent
+	}
+	reg := prometheus.NewRegistry()
+	metrics := proxy.NewMetrics(reg)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if o.ProxyMetrics != "" {
+		ln, err := net.Listen("tcp", o.ProxyMetrics)
+		if err != nil {
+			return fmt.Errorf("proxy metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		wg.Go(func() { _ = srv.Serve(ln) })
+		defer srv.Close()
+	}
+	return proxy.Run(ctx, proxy.Config{
+		Client:        client,
+		NodeName:      nodeName,
+		Backend:       backend,
+		Metrics:       metrics,
+		Listen:        cni.ListenAt(ns),
+		CleanupOnExit: o.StopPodsOnExit,
+	})
+}
+
+// newProxyBackend makes mode's backend. Mode nftables falls back to the
+// userspace proxy, saying so, where the node cannot use nftables (no
+// CAP_NET_ADMIN, or a kernel without nf_tables), as kube-proxy once fell
+// back from iptables to userspace.
+func newProxyBackend(mode, ns string, cidrs []netip.Prefix) (proxy.Backend, error) {
+	if mode == ProxyModeNFTables {
+		err := nftablesUsable(ns)
+		if err == nil {
+			b, err := nftables.New(nftables.Config{NetNS: ns, PodCIDRs: cidrs})
+			if err != nil {
+				return nil, fmt.Errorf("nftables proxy: %w", err)
+			}
+			return b, nil
+		}
+		slog.Warn("nftables cannot be used on this node, falling back to the userspace proxy", "err", err)
+	}
+	slog.Info("userspace proxy: NodePorts are served; cluster, external and load balancer IPs only where they are local addresses of the node (docs/proxy.md)")
+	return userspace.New(userspace.Config{NetNS: ns}), nil
+}
+
+// nftablesUsable asks the kernel for the node's nftables tables, which
+// needs nf_tables and CAP_NET_ADMIN in the namespace.
+func nftablesUsable(ns string) error {
+	var opts []gnft.ConnOption
+	if ns != "" {
+		h, err := netns.GetFromPath(ns)
+		if err != nil {
+			return fmt.Errorf("open network namespace %s: %w", ns, err)
+		}
+		defer h.Close()
+		opts = append(opts, gnft.WithNetNSFd(int(h)))
+	}
+	c, err := gnft.New(opts...)
+	if err != nil {
+		return err
+	}
+	_, err = c.ListTablesOfFamily(gnft.TableFamilyIPv4)
+	return err
+}
+
+// CleanupProxy removes everything the proxy installed in the node's
+// network namespace (svcnet node --cleanup).
+func CleanupProxy(netns string) error {
+	return nftables.Cleanup(netnsPath(netns))
+}

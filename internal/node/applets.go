@@ -1,0 +1,87 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// An image played by a multi-call host binary (busybox) has all its
+// applets in /bin. The node keeps a directory of links named after the
+// applets, each pointing at the binary, and puts it first on the PATH of
+// the commands run in such a container, so that `sh` is the image's shell
+// and `nslookup` its applet, as in the image.
+
+// appletDir returns the directory of host's applet links under the data
+// dir, making it on first use.
+func appletDir(dataDir, host string) (string, error) {
+	bin, err := exec.LookPath(host)
+	if err != nil {
+		return "", fmt.Errorf("find %s: %w", host, err)
+	}
+	dir := filepath.Join(dataDir, "images", filepath.Base(bin), "bin")
+	if _, err := os.Stat(dir); err == nil {
+		return dir, nil
+	}
+	out, err := exec.Command(bin, "--list").Output()
+	if err != nil {
+		return "", fmt.Errorf("list the applets of %s: %w", bin, err)
+	}
+	// Built beside and renamed into place, so a concurrent first use
+	// never sees half a directory.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", fmt.Errorf("create applet dir: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "applets-")
+	if err != nil {
+		return "", fmt.Errorf("create applet dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, name := range strings.Fields(string(out)) {
+		if strings.ContainsRune(name, '/') {
+			continue
+		}
+		if err := os.Symlink(bin, filepath.Join(tmp, name)); err != nil {
+			return "", fmt.Errorf("link applet %s: %w", name, err)
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("create applet dir: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) && !errors.Is(err, syscall.ENOTEMPTY) {
+		return "", fmt.Errorf("create applet dir: %w", err)
+	}
+	return dir, nil
+}
+
+// withApplets puts the applet directory of image's host binary, if the
+// image table plays image with one, first on env's PATH.
+func withApplets(dataDir string, images ImageTable, image string, env []string) ([]string, error) {
+	img, ok := images[imageName(image)]
+	if !ok || img.Host == "" {
+		return env, nil
+	}
+	dir, err := appletDir(dataDir, img.Host)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(env)+1)
+	found := false
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			found = true
+			if !strings.HasPrefix(v, dir+":") && v != dir {
+				kv = "PATH=" + dir + ":" + v
+			}
+		}
+		out = append(out, kv)
+	}
+	if !found {
+		out = append(out, "PATH="+dir)
+	}
+	return out, nil
+}

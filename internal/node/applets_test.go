@@ -1,0 +1,40 @@
+package node
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestWithAppletsPutsTheImagesBinFirst(t *testing.T) {
+	bin, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("no busybox on this machine")
+	}
+	data := t.TempDir()
+	env := []string{"HOME=/root", "PATH=/usr/bin:/bin"}
+	got, err := withApplets(data, DefaultImages(), "docker.io/library/busybox:1.36", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(data, "images", "busybox", "bin")
+	if !slices.Contains(got, "PATH="+dir+":/usr/bin:/bin") {
+		t.Fatalf("env = %v, want the applet dir first on PATH", got)
+	}
+	if target, err := os.Readlink(filepath.Join(dir, "nslookup")); err != nil || target != bin {
+		t.Fatalf("nslookup links to %q (%v), want %s", target, err, bin)
+	}
+	// Applied twice (a container's env, then exec), the dir is there once.
+	again, err := withApplets(data, DefaultImages(), "busybox", got)
+	if err != nil || !slices.Equal(again, got) {
+		t.Fatalf("second application = %v (%v), want %v", again, err, got)
+	}
+	// Images not played by a host binary keep their env.
+	same, err := withApplets(data, DefaultImages(), "nginx", env)
+	if err != nil || strings.Join(same, " ") != strings.Join(env, " ") {
+		t.Fatalf("nginx env = %v (%v), want it unchanged", same, err)
+	}
+}

@@ -1,0 +1,571 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/node/volume"
+)
+
+// Volumes, as the kubelet's volume manager prepares them: each pod volume
+// gets a directory under the pod's, <pod>/volumes/<plugin>/<name>, which
+// every container that mounts it bind-mounts at its mountPath (the shim
+// does that inside the container's own mount namespace). hostPath volumes
+// are the host's path itself; a claim's volume is its PersistentVolume's
+// hostPath or local path, else a directory of the PV under the node's data
+// dir. emptyDir with medium Memory and the secret, downwardAPI and
+// projected volumes are tmpfs mounts (as upstream, so secrets stay off the
+// disk), the only mounts the agent makes outside a container; they are
+// unmounted when the pod goes.
+//
+// ConfigMap, Secret, downwardAPI and projected volumes are written with the
+// atomic writer on every sync of the pod: when an object changes (watched
+// through informers, which poke the pods that use it) and at least every
+// volumeResync.
+
+const (
+	// volumeResync re-projects a pod's ConfigMap, Secret and downward API
+	// volumes, the kubelet's sync period (one minute upstream) made short.
+	volumeResync = 15 * time.Second
+	// volumeRetry is the wait before trying to set up a failed volume again.
+	volumeRetry = 2 * time.Second
+	// placeholderToken is what a serviceAccountToken projection holds:
+	// svcnet issues no service account tokens.
+	placeholderToken = "svcnet-placeholder-token: svcnet does not issue service account tokens\n"
+)
+
+// volumeManager reads the objects volumes project and remembers which
+// pods' volumes are set up.
+type volumeManager struct {
+	configMaps corelisters.ConfigMapLister
+	secrets    corelisters.SecretLister
+	claims     corelisters.PersistentVolumeClaimLister
+	pvs        corelisters.PersistentVolumeLister
+	// pvDir holds the directories of PVs with no path of their own.
+	pvDir string
+
+	mu sync.Mutex
+	// failed holds each pod's volumes that the last set-up did not
+	// prepare, with the reason.
+	failed map[types.UID]error
+}
+
+// watchVolumeSources starts watching what volumes project and pokes the
+// pods that use an object when it changes.
+func (a *Agent) watchVolumeSources(f informers.SharedInformerFactory) (cache.InformerSynced, error) {
+	cms, secrets := f.Core().V1().ConfigMaps(), f.Core().V1().Secrets()
+	claims, pvs := f.Core().V1().PersistentVolumeClaims(), f.Core().V1().PersistentVolumes()
+	a.volumes = &volumeManager{
+		configMaps: cms.Lister(), secrets: secrets.Lister(), claims: claims.Lister(), pvs: pvs.Lister(),
+		pvDir:  filepath.Join(a.cfg.DataDir, "pv"),
+		failed: map[types.UID]error{},
+	}
+	var synced []cache.InformerSynced
+	for _, inf := range []cache.SharedIndexInformer{cms.Informer(), secrets.Informer(), claims.Informer(), pvs.Informer()} {
+		s, err := controller.Handle(inf, cache.ResourceEventHandlerFuncs{
+			AddFunc:    a.volumeSourceChanged,
+			UpdateFunc: func(_, obj any) { a.volumeSourceChanged(obj) },
+			DeleteFunc: a.volumeSourceChanged,
+		})
+		if err != nil {
+			return nil, err
+		}
+		synced = append(synced, s)
+	}
+	return func() bool {
+		for _, s := range synced {
+			if !s() {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
+// volumeSourceChanged pokes the pods whose volumes read obj.
+func (a *Agent) volumeSourceChanged(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	var uses func(*corev1.Pod) bool
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		uses = func(p *corev1.Pod) bool {
+			return p.Namespace == o.Namespace && slices.Contains(volumeObjects(p, "configmap"), o.Name)
+		}
+	case *corev1.Secret:
+		uses = func(p *corev1.Pod) bool {
+			return p.Namespace == o.Namespace && slices.Contains(volumeObjects(p, "secret"), o.Name)
+		}
+	case *corev1.PersistentVolumeClaim:
+		uses = func(p *corev1.Pod) bool {
+			return p.Namespace == o.Namespace && slices.Contains(volumeObjects(p, "claim"), o.Name)
+		}
+	case *corev1.PersistentVolume:
+		uses = func(p *corev1.Pod) bool { return len(volumeObjects(p, "claim")) > 0 }
+	default:
+		return
+	}
+	for _, p := range listPods(a.podLister) {
+		if uses(p) {
+			a.podChanged(p)
+		}
+	}
+}
+
+// volumeObjects names the ConfigMaps ("configmap"), Secrets ("secret") or
+// claims ("claim") the pod's volumes read.
+func volumeObjects(pod *corev1.Pod, kind string) []string {
+	var names []string
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case kind == "configmap" && v.ConfigMap != nil:
+			names = append(names, v.ConfigMap.Name)
+		case kind == "secret" && v.Secret != nil:
+			names = append(names, v.Secret.SecretName)
+		case kind == "claim" && v.PersistentVolumeClaim != nil:
+			names = append(names, v.PersistentVolumeClaim.ClaimName)
+		case v.Projected != nil:
+			for _, s := range v.Projected.Sources {
+				if kind == "configmap" && s.ConfigMap != nil {
+					names = append(names, s.ConfigMap.Name)
+				}
+				if kind == "secret" && s.Secret != nil {
+					names = append(names, s.Secret.Name)
+				}
+			}
+		}
+	}
+	return names
+}
+
+// Volume plugin directory names, as the kubelet's.
+const (
+	pluginEmptyDir  = "kubernetes.io~empty-dir"
+	pluginConfigMap = "kubernetes.io~configmap"
+	pluginSecret    = "kubernetes.io~secret"
+	pluginDownward  = "kubernetes.io~downward-api"
+	pluginProjected = "kubernetes.io~projected"
+)
+
+func (a *Agent) volumeDir(uid types.UID, plugin, name string) string {
+	return filepath.Join(a.rt.podDir(string(uid)), "volumes", plugin, name)
+}
+
+// claimError is a volume whose claim cannot be used yet; upstream's volume
+// manager reports it in its own words.
+type claimError struct {
+	pod   *corev1.Pod
+	claim string
+	err   error
+}
+
+func (e *claimError) Error() string {
+	return fmt.Sprintf("error processing PVC %s/%s: %v", e.pod.Namespace, e.claim, e.err)
+}
+
+// setUpVolumes prepares or refreshes every volume of the pod, recording a
+// FailedMount event for each that fails; it returns when the pod wants
+// its next sync for its volumes' sake.
+func (a *Agent) setUpVolumes(pod *corev1.Pod) time.Duration {
+	var errs []error
+	refresh := false
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil {
+			refresh = true
+		}
+		err := a.setUpVolume(pod, v)
+		if err == nil {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("volume %q: %w", v.Name, err))
+		if ce, ok := errors.AsType[*claimError](err); ok {
+			a.event(pod, "", corev1.EventTypeWarning, "FailedMount", fmt.Sprintf(
+				"Unable to attach or mount volumes: unmounted volumes=[%s], unattached volumes=[], failed to process volumes=[%s]: %v",
+				v.Name, v.Name, ce))
+			continue
+		}
+		a.event(pod, "", corev1.EventTypeWarning, "FailedMount", fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err))
+	}
+	a.volumes.mu.Lock()
+	if len(errs) > 0 {
+		a.volumes.failed[pod.UID] = errors.Join(errs...)
+	} else {
+		delete(a.volumes.failed, pod.UID)
+	}
+	a.volumes.mu.Unlock()
+	switch {
+	case len(errs) > 0:
+		return volumeRetry
+	case refresh:
+		return volumeResync
+	}
+	return 0
+}
+
+// volumesMounted reports why the pod's containers cannot start yet, nil
+// once every volume is set up.
+func (a *Agent) volumesMounted(pod *corev1.Pod) error {
+	a.volumes.mu.Lock()
+	defer a.volumes.mu.Unlock()
+	return a.volumes.failed[pod.UID]
+}
+
+func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
+	src := &v.VolumeSource
+	switch {
+	case src.EmptyDir != nil:
+		dir := a.volumeDir(pod.UID, pluginEmptyDir, v.Name)
+		if src.EmptyDir.Medium == corev1.StorageMediumMemory {
+			var size int64
+			if src.EmptyDir.SizeLimit != nil {
+				size = src.EmptyDir.SizeLimit.Value()
+			}
+			return ensureTmpfs(dir, 0o777, size)
+		}
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return err
+		}
+		return os.Chmod(dir, 0o777)
+	case src.HostPath != nil:
+		return checkHostPath(src.HostPath.Path, src.HostPath.Type)
+	case src.PersistentVolumeClaim != nil:
+		path, t, err := a.claimPath(pod, src.PersistentVolumeClaim.ClaimName)
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(path, a.volumes.pvDir+"/") {
+			return os.MkdirAll(path, 0o755)
+		}
+		return checkHostPath(path, t)
+	case src.ConfigMap != nil:
+		cm, err := a.volumes.configMap(pod.Namespace, src.ConfigMap.Name, optional(src.ConfigMap.Optional))
+		if err != nil {
+			return err
+		}
+		files, err := volume.ConfigMap(src.ConfigMap, cm)
+		if err != nil {
+			return err
+		}
+		_, err = volume.Write(a.volumeDir(pod.UID, pluginConfigMap, v.Name), files)
+		return err
+	case src.Secret != nil:
+		sec, err := a.volumes.secret(pod.Namespace, src.Secret.SecretName, optional(src.Secret.Optional))
+		if err != nil {
+			return err
+		}
+		files, err := volume.Secret(src.Secret, sec)
+		if err != nil {
+			return err
+		}
+		return writeTmpfsVolume(a.volumeDir(pod.UID, pluginSecret, v.Name), files)
+	case src.DownwardAPI != nil:
+		files, err := volume.DownwardAPI(src.DownwardAPI, a.downwardValue(pod))
+		if err != nil {
+			return err
+		}
+		return writeTmpfsVolume(a.volumeDir(pod.UID, pluginDownward, v.Name), files)
+	case src.Projected != nil:
+		s := volume.Sources{
+			ConfigMaps: map[string]*corev1.ConfigMap{}, Secrets: map[string]*corev1.Secret{},
+			Field: a.downwardValue(pod), Token: []byte(placeholderToken),
+		}
+		for _, p := range src.Projected.Sources {
+			if p.ConfigMap != nil {
+				if cm, err := a.volumes.configMap(pod.Namespace, p.ConfigMap.Name, true); err != nil {
+					return err
+				} else if cm != nil {
+					s.ConfigMaps[cm.Name] = cm
+				}
+			}
+			if p.Secret != nil {
+				if sec, err := a.volumes.secret(pod.Namespace, p.Secret.Name, true); err != nil {
+					return err
+				} else if sec != nil {
+					s.Secrets[sec.Name] = sec
+				}
+			}
+		}
+		files, err := volume.Projected(src.Projected, s)
+		if err != nil {
+			return err
+		}
+		return writeTmpfsVolume(a.volumeDir(pod.UID, pluginProjected, v.Name), files)
+	}
+	return errors.New("svcnet's node does not support this volume type")
+}
+
+// configMap reads a ConfigMap from the cache: nil when it does not exist
+// and the volume is optional, else upstream's not-found error.
+func (m *volumeManager) configMap(ns, name string, opt bool) (*corev1.ConfigMap, error) {
+	cm, err := m.configMaps.ConfigMaps(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		if opt {
+			return nil, nil
+		}
+		return nil, apierrors.NewNotFound(corev1.Resource("configmap"), name)
+	}
+	return cm, err
+}
+
+func (m *volumeManager) secret(ns, name string, opt bool) (*corev1.Secret, error) {
+	sec, err := m.secrets.Secrets(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		if opt {
+			return nil, nil
+		}
+		return nil, apierrors.NewNotFound(corev1.Resource("secret"), name)
+	}
+	return sec, err
+}
+
+// downwardValue resolves the pod's downward API items.
+func (a *Agent) downwardValue(pod *corev1.Pod) volume.FieldValue {
+	return func(it corev1.DownwardAPIVolumeFile) (string, error) {
+		switch {
+		case it.FieldRef != nil:
+			return fieldValue(pod, it.FieldRef.FieldPath, pod.Status.PodIP, a.nodeIP.String())
+		case it.ResourceFieldRef != nil:
+			if len(pod.Spec.Containers) == 0 {
+				return "", errors.New("pod has no containers")
+			}
+			return a.env.resourceValue(pod, &pod.Spec.Containers[0], it.ResourceFieldRef)
+		}
+		return "", errors.New("neither fieldRef nor resourceFieldRef is set")
+	}
+}
+
+// claimPath is where a bound claim's volume lives on the node, with the
+// type its PersistentVolume's hostPath asks for.
+func (a *Agent) claimPath(pod *corev1.Pod, name string) (string, *corev1.HostPathType, error) {
+	claim, err := a.volumes.claims.PersistentVolumeClaims(pod.Namespace).Get(name)
+	if err != nil {
+		return "", nil, &claimError{pod: pod, claim: name, err: fmt.Errorf("failed to fetch PVC from API server: %w", err)}
+	}
+	if claim.DeletionTimestamp != nil {
+		return "", nil, &claimError{pod: pod, claim: name, err: errors.New("PVC is being deleted")}
+	}
+	if claim.Status.Phase != corev1.ClaimBound || claim.Spec.VolumeName == "" {
+		return "", nil, &claimError{pod: pod, claim: name, err: errors.New("PVC is not bound")}
+	}
+	pv, err := a.volumes.pvs.Get(claim.Spec.VolumeName)
+	if err != nil {
+		return "", nil, &claimError{pod: pod, claim: name, err: fmt.Errorf("failed to fetch PV %s from API server: %w", claim.Spec.VolumeName, err)}
+	}
+	if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID != "" && pv.Spec.ClaimRef.UID != claim.UID {
+		return "", nil, &claimError{pod: pod, claim: name, err: fmt.Errorf("the PV %s is bound to another claim", pv.Name)}
+	}
+	switch {
+	case pv.Spec.HostPath != nil:
+		return pv.Spec.HostPath.Path, pv.Spec.HostPath.Type, nil
+	case pv.Spec.Local != nil:
+		return pv.Spec.Local.Path, nil, nil
+	}
+	return filepath.Join(a.volumes.pvDir, pv.Name), nil, nil
+}
+
+// checkHostPath checks (and for the ...OrCreate types makes) a hostPath
+// volume's path as upstream's hostPath plugin does.
+func checkHostPath(path string, t *corev1.HostPathType) error {
+	if t == nil || *t == corev1.HostPathUnset {
+		return nil
+	}
+	_, statErr := os.Stat(path)
+	exists := statErr == nil
+	want := *t
+	switch *t {
+	case corev1.HostPathDirectoryOrCreate:
+		if !exists {
+			return os.MkdirAll(path, 0o755)
+		}
+		want = corev1.HostPathDirectory
+	case corev1.HostPathFileOrCreate:
+		if !exists {
+			f, err := os.OpenFile(path, os.O_CREATE, 0o644)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}
+		want = corev1.HostPathFile
+	case corev1.HostPathDirectory, corev1.HostPathFile, corev1.HostPathSocket, corev1.HostPathCharDev, corev1.HostPathBlockDev:
+	default:
+		return fmt.Errorf("%s is an invalid volume type", *t)
+	}
+	desc := map[corev1.HostPathType]string{
+		corev1.HostPathDirectory: "directory", corev1.HostPathFile: "file", corev1.HostPathSocket: "socket file",
+		corev1.HostPathCharDev: "character device", corev1.HostPathBlockDev: "block device",
+	}[want]
+	if !exists {
+		return fmt.Errorf("hostPath %s doesn't exist", path)
+	}
+	got, err := fileType(path)
+	if err != nil {
+		return fmt.Errorf("hostPath type check failed, %s is not a %s, unable to determine its type: %w", path, desc, err)
+	}
+	if got != want {
+		return fmt.Errorf("hostPath type check failed: %s is not a %s, it's a %s", path, desc, got)
+	}
+	return nil
+}
+
+// fileType names a path's type in hostPath's words.
+func fileType(path string) (corev1.HostPathType, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	m := info.Mode()
+	switch {
+	case m.IsDir():
+		return corev1.HostPathDirectory, nil
+	case m.IsRegular():
+		return corev1.HostPathFile, nil
+	case m&fs.ModeSocket != 0:
+		return corev1.HostPathSocket, nil
+	case m&fs.ModeCharDevice != 0:
+		return corev1.HostPathCharDev, nil
+	case m&fs.ModeDevice != 0:
+		return corev1.HostPathBlockDev, nil
+	}
+	return "", errors.New("only recognise file, directory, socket, block device and character devices")
+}
+
+// writeTmpfsVolume writes files into a tmpfs at dir.
+func writeTmpfsVolume(dir string, files map[string]volume.File) error {
+	if err := ensureTmpfs(dir, 0o755, 0); err != nil {
+		return err
+	}
+	_, err := volume.Write(dir, files)
+	return err
+}
+
+// ensureTmpfs mounts a tmpfs of size bytes (0: the kernel's default) at
+// dir unless one is there.
+func ensureTmpfs(dir string, mode fs.FileMode, size int64) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if mounted, err := isMountPoint(dir); err != nil || mounted {
+		return err
+	}
+	opts := "mode=" + strconv.FormatUint(uint64(mode.Perm()), 8)
+	if size > 0 {
+		opts += ",size=" + strconv.FormatInt(size, 10)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount tmpfs at %s: %w", dir, err)
+	}
+	return nil
+}
+
+// isMountPoint reports whether dir is on another filesystem than its
+// parent.
+func isMountPoint(dir string) (bool, error) {
+	var st, parent unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return false, fmt.Errorf("stat %s: %w", dir, err)
+	}
+	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
+		return false, fmt.Errorf("stat %s: %w", filepath.Dir(dir), err)
+	}
+	return st.Dev != parent.Dev, nil
+}
+
+// tearDownVolumes unmounts the tmpfs volumes of a pod whose containers
+// have ended, so that its directory can be removed.
+func (a *Agent) tearDownVolumes(uid string) error {
+	if a.volumes != nil {
+		a.volumes.mu.Lock()
+		delete(a.volumes.failed, types.UID(uid))
+		a.volumes.mu.Unlock()
+	}
+	dirs, err := filepath.Glob(filepath.Join(a.rt.podDir(uid), "volumes", "*", "*"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range dirs {
+		mounted, err := isMountPoint(d)
+		if err != nil || !mounted {
+			continue
+		}
+		if err := unix.Unmount(d, unix.MNT_DETACH); err != nil {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// containerMounts are the bind mounts of a container's volumeMounts, with
+// subPath and subPathExpr (expanded with the container's env) resolved.
+func (a *Agent) containerMounts(pod *corev1.Pod, spec *corev1.Container, env []string) ([]bindFile, error) {
+	byName := map[string]*corev1.Volume{}
+	for i := range pod.Spec.Volumes {
+		byName[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	var out []bindFile
+	for _, m := range spec.VolumeMounts {
+		v, ok := byName[m.Name]
+		if !ok {
+			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", m.Name, spec.Name)
+		}
+		source, readOnly, err := a.volumeSource(pod, v)
+		if err != nil {
+			return nil, err
+		}
+		sub := m.SubPath
+		if m.SubPathExpr != "" {
+			sub = expandArgs([]string{m.SubPathExpr}, env)[0]
+		}
+		if sub != "" {
+			if source, err = volume.SubPath(source, sub); err != nil {
+				return nil, fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q: %w", m.Name, spec.Name, err)
+			}
+		}
+		out = append(out, bindFile{Source: source, Target: m.MountPath, ReadOnly: m.ReadOnly || readOnly})
+	}
+	return out, nil
+}
+
+// volumeSource is the node path a volume's mounts bind, and whether the
+// volume itself is read-only.
+func (a *Agent) volumeSource(pod *corev1.Pod, v *corev1.Volume) (string, bool, error) {
+	src := &v.VolumeSource
+	switch {
+	case src.EmptyDir != nil:
+		return a.volumeDir(pod.UID, pluginEmptyDir, v.Name), false, nil
+	case src.HostPath != nil:
+		return src.HostPath.Path, false, nil
+	case src.PersistentVolumeClaim != nil:
+		path, _, err := a.claimPath(pod, src.PersistentVolumeClaim.ClaimName)
+		return path, src.PersistentVolumeClaim.ReadOnly, err
+	case src.ConfigMap != nil:
+		return a.volumeDir(pod.UID, pluginConfigMap, v.Name), true, nil
+	case src.Secret != nil:
+		return a.volumeDir(pod.UID, pluginSecret, v.Name), true, nil
+	case src.DownwardAPI != nil:
+		return a.volumeDir(pod.UID, pluginDownward, v.Name), true, nil
+	case src.Projected != nil:
+		return a.volumeDir(pod.UID, pluginProjected, v.Name), true, nil
+	}
+	return "", false, fmt.Errorf("volume %q has an unsupported type", v.Name)
+}

@@ -1,0 +1,152 @@
+package nftables
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/proxy"
+)
+
+// conntrack clears UDP flows that would keep going to endpoints that are
+// gone, as kube-proxy does: UDP has no connection to break, so without
+// this a client that keeps its source port (a DNS resolver) would send to
+// a dead pod until the flow times out.
+type conntrack struct {
+	h *netlink.Handle
+}
+
+func newConntrack(nsPath string) (*conntrack, error) {
+	ns := netns.None()
+	if nsPath != "" {
+		var err error
+		if ns, err = netns.GetFromPath(nsPath); err != nil {
+			return nil, fmt.Errorf("open network namespace %s: %w", nsPath, err)
+		}
+		defer ns.Close()
+	} else {
+		var err error
+		if ns, err = netns.Get(); err != nil {
+			return nil, fmt.Errorf("open own network namespace: %w", err)
+		}
+		defer ns.Close()
+	}
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, fmt.Errorf("conntrack netlink: %w", err)
+	}
+	return &conntrack{h: h}, nil
+}
+
+// flow selects UDP conntrack entries by original destination and, when
+// set, the reply's source (the endpoint the flow was DNATed to).
+type flow struct {
+	dst      netip.Addr
+	port     int32
+	endpoint netip.Addr
+}
+
+func (f flow) filter() *netlink.ConntrackFilter {
+	c := &netlink.ConntrackFilter{}
+	_ = c.AddProtocol(unix.IPPROTO_UDP)
+	_ = c.AddPort(netlink.ConntrackOrigDstPort, uint16(f.port))
+	if f.dst.IsValid() {
+		_ = c.AddIP(netlink.ConntrackOrigDstIP, net.IP(f.dst.AsSlice()))
+	}
+	if f.endpoint.IsValid() {
+		_ = c.AddIP(netlink.ConntrackReplySrcIP, net.IP(f.endpoint.AsSlice()))
+	}
+	return c
+}
+
+// staleFlows are the UDP flows the changes make stale: those to an
+// endpoint that is no longer used, and those to a Service port that had
+// no endpoint before (its packets were never DNATed).
+func staleFlows(changed map[string]proxy.Change) []flow {
+	var out []flow
+	for _, ch := range changed {
+		if ch.Previous == nil {
+			continue
+		}
+		for _, prev := range ch.Previous.Ports {
+			if prev.Protocol != corev1.ProtocolUDP {
+				continue
+			}
+			var cur *proxy.ServicePort
+			if ch.Current != nil {
+				for _, p := range ch.Current.Ports {
+					if p.Name == prev.Name && p.Protocol == prev.Protocol {
+						cur = p
+					}
+				}
+			}
+			was, now := used(prev), used(cur)
+			dsts := append(append(append([]netip.Addr{}, prev.ClusterIPs...), prev.ExternalIPs...), prev.LoadBalancerIPs...)
+			for ep := range was {
+				if now[ep] {
+					continue
+				}
+				for _, d := range dsts {
+					out = append(out, flow{dst: d, port: prev.Port, endpoint: ep})
+				}
+				if prev.NodePort != 0 {
+					out = append(out, flow{port: prev.NodePort, endpoint: ep})
+				}
+			}
+			if len(was) == 0 && len(now) > 0 {
+				for _, d := range dsts {
+					out = append(out, flow{dst: d, port: cur.Port})
+				}
+				if cur.NodePort != 0 {
+					out = append(out, flow{port: cur.NodePort})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// used are the endpoint addresses a port's traffic may go to.
+func used(p *proxy.ServicePort) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	if p == nil {
+		return out
+	}
+	for _, e := range append(p.ClusterEndpoints(), p.LocalEndpoints()...) {
+		out[e.Addr] = true
+	}
+	return out
+}
+
+func (c *conntrack) cleanStale(u proxy.Update) error {
+	changed := make(map[string]proxy.Change, len(u.Changed))
+	for name, ch := range u.Changed {
+		changed[name.String()] = ch
+	}
+	flows := staleFlows(changed)
+	if len(flows) == 0 {
+		return nil
+	}
+	var v4, v6 []netlink.CustomConntrackFilter
+	for _, f := range flows {
+		if f.endpoint.Is6() || f.dst.Is6() {
+			v6 = append(v6, f.filter())
+		} else {
+			v4 = append(v4, f.filter())
+		}
+	}
+	for fam, filters := range map[netlink.InetFamily][]netlink.CustomConntrackFilter{unix.AF_INET: v4, unix.AF_INET6: v6} {
+		if len(filters) == 0 {
+			continue
+		}
+		if _, err := c.h.ConntrackDeleteFilters(netlink.ConntrackTable, fam, filters...); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet/svcnet/internal/controller"
+)
+
+// Backend programs the data plane.
+type Backend interface {
+	// Sync applies u; an error makes the next sync a full one.
+	Sync(ctx context.Context, u Update) (Stats, error)
+	// Cleanup removes everything the backend installed.
+	Cleanup() error
+}
+
+// Config configures the proxy of one node.
+type Config struct {
+	Client   kubernetes.Interface
+	NodeName string
+	Backend  Backend
+	Metrics  *Metrics
+	// MinSyncPeriod spaces syncs (default 1s, upstream's; two may burst);
+	// SyncPeriod is the full resync period (default 30s).
+	MinSyncPeriod time.Duration
+	SyncPeriod    time.Duration
+	// Listen opens the healthCheckNodePort listeners of
+	// externalTrafficPolicy Local Services, in the node's network.
+	Listen func(network, address string) (net.Listener, error)
+	// CleanupOnExit removes the backend's rules when ctx ends.
+	CleanupOnExit bool
+}
+
+// Run tracks Services and EndpointSlices and keeps the backend in line
+// with them until ctx ends.
+func Run(ctx context.Context, c Config) error {
+	if c.MinSyncPeriod == 0 {
+		c.MinSyncPeriod = time.Second
+	}
+	if c.SyncPeriod == 0 {
+		c.SyncPeriod = 30 * time.Second
+	}
+	tracker := NewTracker(c.NodeName)
+	kick := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	// As kube-proxy: Services another proxy serves and headless ones are
+	// not ours.
+	noProxyName, _ := labels.NewRequirement("service.kubernetes.io/service-proxy-name", selection.DoesNotExist, nil)
+	notHeadless, _ := labels.NewRequirement(corev1.IsHeadlessService, selection.DoesNotExist, nil)
+	selector := labels.NewSelector().Add(*noProxyName, *notHeadless).String()
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = selector
+	}))
+	svcSynced, err := controller.Handle(factory.Core().V1().Services().Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := obj.(*corev1.Service); ok {
+				tracker.ServiceUpdated(nil, s)
+				wake()
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if s, ok := obj.(*corev1.Service); ok {
+				tracker.ServiceUpdated(nil, s)
+				wake()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s, ok := controller.Object[*corev1.Service](obj); ok {
+				tracker.ServiceUpdated(s, nil)
+				wake()
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	sliceSynced, err := controller.Handle(factory.Discovery().V1().EndpointSlices().Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+				tracker.SliceUpdated(s, false)
+				wake()
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+				tracker.SliceUpdated(s, false)
+				wake()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s, ok := controller.Object[*discoveryv1.EndpointSlice](obj); ok {
+				tracker.SliceUpdated(s, true)
+				wake()
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), svcSynced, sliceSynced) {
+		return c.cleanup(nil) // stopped before the first sync
+	}
+	health := newHealthServers(c.Listen)
+	defer health.close()
+	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(c.MinSyncPeriod), 2), period: c.SyncPeriod}
+	slog.Info("service proxy running", "node", c.NodeName)
+	r.loop(ctx, func(full bool) error {
+		start := time.Now()
+		u, triggers := tracker.Take(full)
+		st, err := c.Backend.Sync(ctx, u)
+		if err != nil {
+			c.Metrics.syncFailures.Inc()
+			slog.Error("sync proxy rules", "full", full, "err", err)
+			return err
+		}
+		c.Metrics.synced(start, full, triggers, st)
+		health.sync(u.Services)
+		return nil
+	})
+	return c.cleanup(nil)
+}
+
+func (c Config) cleanup(err error) error {
+	if !c.CleanupOnExit {
+		return err
+	}
+	if cerr := c.Backend.Cleanup(); cerr != nil {
+		return errors.Join(err, fmt.Errorf("clean up proxy rules: %w", cerr))
+	}
+	return err
+}
+
+// runner calls a sync when kicked, at most at the limiter's rate, and a
+// full sync at the start, every period, and after a failure.
+type runner struct {
+	kick    chan struct{}
+	limiter *rate.Limiter
+	period  time.Duration
+}
+
+func (r *runner) loop(ctx context.Context, sync func(full bool) error) {
+	full := true
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.kick:
+		case <-timer.C:
+			full = true
+		}
+		if r.limiter.Wait(ctx) != nil {
+			return
+		}
+		// Events that arrived while waiting are in this sync.
+		select {
+		case <-r.kick:
+		default:
+		}
+		next := r.period
+		if err := sync(full); err != nil {
+			// Retry soon, in full: what failed is unknown.
+			full = true
+			next = time.Duration(float64(time.Second) / float64(r.limiter.Limit()))
+		} else {
+			full = false
+		}
+		timer.Reset(next)
+	}
+}

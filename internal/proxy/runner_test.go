@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+func TestRunnerFullOnStartAndAfterFailure(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kick := make(chan struct{}, 1)
+	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(10*time.Millisecond), 2), period: time.Hour}
+	calls := make(chan bool)
+	results := make(chan error)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.loop(ctx, func(full bool) error {
+			calls <- full
+			return <-results
+		})
+	}()
+	next := func(want bool, result error) {
+		t.Helper()
+		select {
+		case full := <-calls:
+			if full != want {
+				t.Fatalf("sync full=%v, want %v", full, want)
+			}
+			results <- result
+		case <-time.After(5 * time.Second):
+			t.Fatal("no sync")
+		}
+	}
+	next(true, nil) // at start, without a kick
+	kick <- struct{}{}
+	next(false, errors.New("netlink said no"))
+	next(true, nil) // the retry, in full, without a kick
+	kick <- struct{}{}
+	next(false, nil)
+	cancel()
+	<-done
+}
+
+func TestRunnerRespectsMinSyncPeriod(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	kick := make(chan struct{}, 1)
+	const minPeriod = 100 * time.Millisecond
+	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(minPeriod), 1), period: time.Hour}
+	synced := make(chan time.Time)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.loop(ctx, func(bool) error {
+			select {
+			case synced <- time.Now():
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	last := <-synced // the start
+	for i := 0; i < 3; i++ {
+		kick <- struct{}{}
+		select {
+		case at := <-synced:
+			if d := at.Sub(last); d < minPeriod-10*time.Millisecond {
+				t.Errorf("sync %d came %s after the previous one, want at least %s", i, d, minPeriod)
+			}
+			last = at
+		case <-time.After(5 * time.Second):
+			t.Fatal("a kick gave no sync")
+		}
+	}
+}

@@ -1,0 +1,456 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/svcnet/svcnet/internal/cni"
+)
+
+// readyEndpoints waits until the Service's EndpointSlices list exactly n
+// ready endpoints.
+func (c *nodeCluster) readyEndpoints(svc string, n int) {
+	c.t.Helper()
+	eventually(c.t, 20*time.Second, func() string {
+		out, err := c.kubectl("", "get", "endpointslices", "-l", "kubernetes.io/service-name="+svc, "-o", "json")
+		var list discoveryv1.EndpointSliceList
+		if err != nil || json.Unmarshal([]byte(out), &list) != nil {
+			return fmt.Sprintf("list EndpointSlices: %v: %s", err, out)
+		}
+		var ready []string
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready != nil && *e.Conditions.Ready {
+					ready = append(ready, e.Addresses...)
+				}
+			}
+		}
+		if len(ready) != n {
+			return fmt.Sprintf("Service %s has ready endpoints %v, want %d", svc, ready, n)
+		}
+		return ""
+	})
+}
+
+// wget GETs url from the network namespace at nsPath and returns the
+// response headers and body; it gives up after 5s.
+func wget(t *testing.T, nsPath, url string) (string, error) {
+	t.Helper()
+	out, err := exec.Command("nsenter", "--net="+nsPath, "timeout", "5", "busybox", "wget", "-S", "-q", "-O-", url).CombinedOutput()
+	return string(out), err
+}
+
+// podName is the X-Pod-Name header of a response from the built-in nginx.
+func podName(resp string) string {
+	for _, l := range strings.Split(resp, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "X-Pod-Name: "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// outsideClient is a network namespace joined to the node's by a veth
+// pair: a machine on the node's network. It returns the namespace's path
+// and the node's address on that link; both are removed when the test ends.
+func outsideClient(t *testing.T, nodeNetns string) (string, string) {
+	t.Helper()
+	name := nodeNetns + "-ext"
+	nodeIP, clientIP := "172.31.254.1", "172.31.254.2"
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("ip", "netns", "add", name)
+	t.Cleanup(func() { removeNetns(t, name) }) // takes the veth pair with it
+	run("ip", "-n", name, "link", "add", "ext0", "type", "veth", "peer", "name", "uplink0", "netns", nodeNetns)
+	run("ip", "-n", name, "addr", "add", clientIP+"/30", "dev", "ext0")
+	run("ip", "-n", name, "link", "set", "ext0", "up")
+	run("ip", "-n", name, "link", "set", "lo", "up")
+	run("ip", "-n", nodeNetns, "addr", "add", nodeIP+"/30", "dev", "uplink0")
+	run("ip", "-n", nodeNetns, "link", "set", "uplink0", "up")
+	return "/var/run/netns/" + name, nodeIP
+}
+
+func TestProxyServiceTraffic(t *testing.T) {
+	c := startNodeCluster(t)
+	c.must("create", "deployment", "nginx", "--image=nginx", "--replicas=2", "--port=80")
+	c.labeledPod("client", "client", "busybox", "    command: [sleep, \"3600\"]\n")
+	c.withStdin(seedManifest, "apply", "-f", "-")
+	c.must("rollout", "status", "deployment/nginx", "--timeout=60s")
+	c.waitReady("client", "True", 30*time.Second)
+	c.readyEndpoints("nginx", 2)
+	pods := strings.Fields(c.must("get", "pods", "-l", "app=nginx", "-o", "jsonpath={.items[*].metadata.name}"))
+	if len(pods) != 2 {
+		t.Fatalf("Deployment nginx has pods %v, want 2", pods)
+	}
+	podA, podB := pods[0], pods[1]
+	clusterIP := c.jsonpath("service", "nginx", "{.spec.clusterIP}")
+	url := "http://" + clusterIP + ":8080/"
+	client := c.netnsOf("client")
+
+	// The first answer may wait for the sync; then 100 requests all succeed
+	// and both pods answer.
+	eventually(t, 10*time.Second, func() string {
+		if out, err := wget(t, client, url); err != nil {
+			return fmt.Sprintf("GET %s: %v: %s", url, err, out)
+		}
+		return ""
+	})
+	seen := map[string]int{}
+	for i := 0; i < 100; i++ {
+		out, err := wget(t, client, url)
+		if err != nil || !strings.Contains(out, "Welcome to nginx!") {
+			t.Fatalf("request %d to %s: %v\n%s", i, url, err, out)
+		}
+		seen[podName(out)]++
+	}
+	if seen[podA] == 0 || seen[podB] == 0 || len(seen) != 2 {
+		t.Errorf("100 requests were answered by %v, want both %s and %s", seen, podA, podB)
+	}
+
+	// NodePort, from a machine outside the node.
+	nodePort := c.jsonpath("service", "nginx", "{.spec.ports[0].nodePort}")
+	outside, nodeAddr := outsideClient(t, c.netns)
+	if out, err := wget(t, outside, fmt.Sprintf("http://%s:%s/", nodeAddr, nodePort)); err != nil || !strings.Contains(out, "Welcome to nginx!") {
+		t.Errorf("GET the NodePort %s:%s from outside: %v\n%s", nodeAddr, nodePort, err, out)
+	}
+	// The ClusterIP is not reachable on the NodePort's port and vice versa:
+	// nothing else is captured.
+	if out, err := wget(t, outside, fmt.Sprintf("http://%s:8080/", nodeAddr)); err == nil {
+		t.Errorf("the node answered on port 8080:\n%s", out)
+	}
+
+	// Hairpin: a pod reaches its own Service, and gets its own answers.
+	self := 0
+	for i := 0; i < 30 && self == 0; i++ {
+		out, err := wget(t, c.netnsOf(podA), url)
+		if err != nil {
+			t.Fatalf("GET %s from %s: %v\n%s", url, podA, err, out)
+		}
+		if podName(out) == podA {
+			self++
+		}
+	}
+	if self == 0 {
+		t.Errorf("%s never got an answer from itself through its Service", podA)
+	}
+
+	// Session affinity ClientIP: 50 requests, one pod.
+	c.must("patch", "service", "nginx", "-p", `{"spec":{"sessionAffinity":"ClientIP"}}`)
+	eventually(t, 10*time.Second, func() string {
+		out := c.execIn(t, "nft", "list", "ruleset")
+		if !strings.Contains(out, "affinity-") {
+			return "no affinity sets yet"
+		}
+		return ""
+	})
+	affine := map[string]int{}
+	for i := 0; i < 50; i++ {
+		out, err := wget(t, client, url)
+		if err != nil {
+			t.Fatalf("request %d with affinity: %v\n%s", i, err, out)
+		}
+		affine[podName(out)]++
+	}
+	if len(affine) != 1 {
+		t.Errorf("with sessionAffinity ClientIP, 50 requests were answered by %v", affine)
+	}
+
+	// Scale to 0: connecting is refused at once, not after a timeout.
+	c.must("scale", "deployment", "nginx", "--replicas=0")
+	c.readyEndpoints("nginx", 0)
+	eventually(t, 5*time.Second, func() string {
+		start := time.Now()
+		out, err := wget(t, client, url)
+		if took := time.Since(start); err == nil || !strings.Contains(out, "Connection refused") || took > time.Second {
+			return fmt.Sprintf("GET without endpoints after %s: %v: %s", took, err, out)
+		}
+		return ""
+	})
+
+	// Scale back: answers within a second of the endpoint being ready.
+	c.must("scale", "deployment", "nginx", "--replicas=1")
+	c.readyEndpoints("nginx", 1)
+	eventually(t, time.Second, func() string {
+		if out, err := wget(t, client, url); err != nil || !strings.HasPrefix(podName(out), "nginx-") {
+			return fmt.Sprintf("GET after scaling back: %v: %s", err, out)
+		}
+		return ""
+	})
+
+	// Stopping the cluster takes the table with it.
+	c.stop()
+	if out := c.execIn(t, "nft", "list", "ruleset"); strings.Contains(out, proxyTable) {
+		t.Errorf("after svcnet up stopped, the node's ruleset still has our table:\n%s", out)
+	}
+}
+
+// proxyTable is how our table shows in `nft list ruleset`.
+const proxyTable = "table ip svcnet"
+
+// execIn runs a host command in the node's network namespace.
+func (c *nodeCluster) execIn(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"netns", "exec", c.netns}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s in the node's namespace: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// udpRequest sends msg from local port lport inside the namespace at
+// nsPath to addr and returns the answer.
+func udpRequest(t *testing.T, nsPath string, lport int, addr, msg string) (string, error) {
+	t.Helper()
+	var reply string
+	err := cni.InNamespaceAt(nsPath, func() error {
+		raddr, err := net.ResolveUDPAddr("udp", addr)
+		if err != nil {
+			return err
+		}
+		conn, err := net.DialUDP("udp", &net.UDPAddr{Port: lport}, raddr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(time.Second))
+		if _, err := conn.Write([]byte(msg)); err != nil {
+			return err
+		}
+		buf := make([]byte, 512)
+		n, err := conn.Read(buf)
+		reply = string(buf[:n])
+		return err
+	})
+	return reply, err
+}
+
+func TestProxyUDPEndpointReplaced(t *testing.T) {
+	c := startNodeCluster(t)
+	udpServer := "    args: [netexec, --http-port=8080, --udp-port=8081]\n"
+	c.labeledPod("udp-a", "udp", "registry.k8s.io/e2e-test-images/agnhost:2.47", udpServer)
+	c.labeledPod("client", "client", "busybox", "    command: [sleep, \"3600\"]\n")
+	c.withStdin(`apiVersion: v1
+kind: Service
+metadata: {name: udp}
+spec:
+  selector: {app: udp}
+  ports: [{name: dns, port: 53, protocol: UDP, targetPort: 8081}]
+`, "apply", "-f", "-")
+	c.waitReady("udp-a", "True", 30*time.Second)
+	c.waitReady("client", "True", 30*time.Second)
+	c.readyEndpoints("udp", 1)
+	addr := c.jsonpath("service", "udp", "{.spec.clusterIP}") + ":53"
+	client := c.netnsOf("client")
+	const lport = 40053
+	eventually(t, 10*time.Second, func() string {
+		if got, err := udpRequest(t, client, lport, addr, "hostname"); err != nil || got != "udp-a" {
+			return fmt.Sprintf("UDP %s answered %q, %v; want udp-a", addr, got, err)
+		}
+		return ""
+	})
+
+	// Replace the endpoint by a pod with another address (started before
+	// the old one goes, outside the Service); the client keeps its source
+	// port, and reaches the new pod: its flow to the old one was cleared.
+	c.labeledPod("udp-b", "standby", "registry.k8s.io/e2e-test-images/agnhost:2.47", udpServer)
+	c.waitReady("udp-b", "True", 30*time.Second)
+	if a, b := c.jsonpath("pod", "udp-a", "{.status.podIP}"), c.jsonpath("pod", "udp-b", "{.status.podIP}"); a == b {
+		t.Fatalf("both pods have address %s", a)
+	}
+	c.must("delete", "pod", "udp-a")
+	c.must("label", "pod", "udp-b", "app=udp", "--overwrite")
+	c.readyEndpoints("udp", 1)
+	eventually(t, 5*time.Second, func() string {
+		if got, err := udpRequest(t, client, lport, addr, "hostname"); err != nil || got != "udp-b" {
+			return fmt.Sprintf("UDP %s from port %d answered %q, %v; want udp-b", addr, lport, got, err)
+		}
+		return ""
+	})
+}
+
+func TestProxyNodeCleanup(t *testing.T) {
+	needRoot(t)
+	ns := fmt.Sprintf("svcnet-e2e-%d-%d", os.Getpid(), netnsSeq.Add(1))
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { removeNetns(t, ns) })
+	nft := func(args ...string) string {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "nft"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("nft %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	// What a node agent killed with -9 leaves, and someone else's table.
+	nft("add", "table", "ip", "svcnet")
+	nft("add", "table", "ip6", "svcnet")
+	nft("add", "table", "ip", "other")
+	if out, err := exec.Command(binary, "node", "--cleanup", "--netns", ns).CombinedOutput(); err != nil {
+		t.Fatalf("svcnet node --cleanup: %v: %s", err, out)
+	}
+	out := nft("list", "ruleset")
+	if strings.Contains(out, "svcnet") || !strings.Contains(out, "table ip other") {
+		t.Errorf("after svcnet node --cleanup the ruleset is:\n%s", out)
+	}
+}
+
+// lan is a network namespace holding a bridge that joins the namespaces
+// attached to it on 172.31.253.0/24: the machines' shared network.
+type lan struct {
+	t     *testing.T
+	ns    string
+	ports int
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// newLAN makes the lan namespace; removing it at the test's end takes
+// every veth pair into it along.
+func newLAN(t *testing.T, prefix string) *lan {
+	l := &lan{t: t, ns: prefix + "-lan"}
+	run(t, "ip", "netns", "add", l.ns)
+	t.Cleanup(func() { removeNetns(t, l.ns) })
+	run(t, "ip", "-n", l.ns, "link", "add", "br0", "type", "bridge")
+	run(t, "ip", "-n", l.ns, "link", "set", "br0", "up")
+	return l
+}
+
+// attach plugs namespace ns into the lan with address ip (as lan0).
+func (l *lan) attach(ns, ip string) {
+	l.ports++
+	port := fmt.Sprintf("port%d", l.ports)
+	run(l.t, "ip", "-n", l.ns, "link", "add", port, "type", "veth", "peer", "name", "lan0", "netns", ns)
+	run(l.t, "ip", "-n", l.ns, "link", "set", port, "master", "br0", "up")
+	run(l.t, "ip", "-n", ns, "addr", "add", ip+"/24", "dev", "lan0")
+	run(l.t, "ip", "-n", ns, "link", "set", "lan0", "up")
+	run(l.t, "ip", "-n", ns, "link", "set", "lo", "up")
+}
+
+// newNetns makes a network namespace removed when the test ends.
+func newNetns(t *testing.T, name string) string {
+	run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { removeNetns(t, name) })
+	return name
+}
+
+// startTwoNodes starts `svcnet up` with its node in one namespace and a
+// second `svcnet node` in another, both on a lan with an outside client.
+// It returns the cluster, the client's namespace path and the nodes' IPs.
+func startTwoNodes(t *testing.T) (*nodeCluster, string, [2]string) {
+	t.Helper()
+	needRoot(t)
+	prefix := fmt.Sprintf("svcnet-e2e-%d-%d", os.Getpid(), netnsSeq.Add(1))
+	l := newLAN(t, prefix)
+	ips := [2]string{"172.31.253.1", "172.31.253.2"}
+	ns1, ns2, client := newNetns(t, prefix+"-n1"), newNetns(t, prefix+"-n2"), newNetns(t, prefix+"-client")
+	l.attach(ns1, ips[0])
+	l.attach(ns2, ips[1])
+	l.attach(client, "172.31.253.100")
+
+	c := &nodeCluster{netns: ns1}
+	c.cluster = startCluster(t, "--netns", ns1, "--node-name", nodeName, "--node-ip", ips[0], "--metrics-bind-address", "0",
+		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	t.Cleanup(func() {
+		c.stop()
+		reapNode(t, c.dataDir)
+	})
+	dir2 := t.TempDir()
+	node2 := exec.Command(binary, "node", "--kubeconfig", c.kubeconfig(), "--data-dir", dir2, "--netns", ns2,
+		"--node-name", nodeName+"-2", "--node-ip", ips[1], "--kubelet-address", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--stop-pods-on-exit")
+	var log strings.Builder
+	node2.Stdout, node2.Stderr = &log, &log
+	node2.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := node2.Start(); err != nil {
+		t.Fatalf("start the second node: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = node2.Process.Signal(syscall.SIGTERM)
+		if err := node2.Wait(); err != nil {
+			t.Errorf("second node exited with %v; log:\n%s", err, log.String())
+		}
+		reapNode(t, dir2)
+	})
+	for _, n := range []string{nodeName, nodeName + "-2"} {
+		eventually(t, 30*time.Second, func() string {
+			out, _ := c.kubectl("", "get", "node", n, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			if out != "True" {
+				return "node " + n + " not Ready: " + out
+			}
+			return ""
+		})
+	}
+	return c, "/var/run/netns/" + client, ips
+}
+
+func TestProxyExternalTrafficPolicyTwoNodes(t *testing.T) {
+	c, client, ips := startTwoNodes(t)
+	c.labeledPod("web", "web", "nginx", "    ports: [{containerPort: 80}]\n")
+	c.withStdin(`apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector: {app: web}
+  ports: [{name: http, port: 8080, targetPort: 80}]
+`, "apply", "-f", "-")
+	c.waitReady("web", "True", 30*time.Second)
+	c.readyEndpoints("web", 1)
+	nodePort := c.jsonpath("service", "web", "{.spec.ports[0].nodePort}")
+	healthPort := c.jsonpath("service", "web", "{.spec.healthCheckNodePort}")
+
+	// Local: the node with the endpoint answers and the pod sees the
+	// client's own address; the other node does not answer.
+	eventually(t, 10*time.Second, func() string {
+		if out, err := wget(t, client, fmt.Sprintf("http://%s:%s/", ips[0], nodePort)); err != nil || podName(out) != "web" {
+			return fmt.Sprintf("GET the NodePort on the endpoint's node: %v: %s", err, out)
+		}
+		return ""
+	})
+	if logs := c.must("logs", "web"); !strings.Contains(logs, "172.31.253.100 - - [") {
+		t.Errorf("the pod did not see the client's address 172.31.253.100:\n%s", logs)
+	}
+	if out, err := wget(t, client, fmt.Sprintf("http://%s:%s/", ips[1], nodePort)); err == nil {
+		t.Errorf("the node without a local endpoint answered on the NodePort:\n%s", out)
+	}
+	// The health check node port tells a load balancer which node to use
+	// (busybox wget shows no body with a 503).
+	if out, _ := wget(t, client, fmt.Sprintf("http://%s:%s/", ips[0], healthPort)); !strings.Contains(out, "HTTP/1.1 200 OK") ||
+		!strings.Contains(out, `"name": "web"`) || !strings.Contains(out, `"localEndpoints": 1`) {
+		t.Errorf("health check on the endpoint's node:\n%s", out)
+	}
+	if out, _ := wget(t, client, fmt.Sprintf("http://%s:%s/", ips[1], healthPort)); !strings.Contains(out, "HTTP/1.1 503 Service Unavailable") {
+		t.Errorf("health check on the other node:\n%s", out)
+	}
+
+	// Cluster: both nodes answer.
+	c.must("patch", "service", "web", "-p", `{"spec":{"externalTrafficPolicy":"Cluster"}}`)
+	for _, ip := range ips {
+		eventually(t, 10*time.Second, func() string {
+			if out, err := wget(t, client, fmt.Sprintf("http://%s:%s/", ip, nodePort)); err != nil || podName(out) != "web" {
+				return fmt.Sprintf("GET the NodePort on %s with policy Cluster: %v: %s", ip, err, out)
+			}
+			return ""
+		})
+	}
+}
