@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -63,6 +64,13 @@ func startNodeCluster(t *testing.T, extraArgs ...string) *nodeCluster {
 			"-o", "jsonpath={.items[*].endpoints[*].nodeName}")
 		if out != nodeName {
 			return "kube-dns has no endpoint on the node yet: " + out
+		}
+		// ... and once the proxy sends 10.96.0.10 there.
+		if !slices.Contains(extraArgs, "userspace") {
+			rules, _ := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "ip", "svcnet").CombinedOutput()
+			if !strings.Contains(string(rules), "kube-system/kube-dns/udp/dns__") {
+				return "the proxy has not programmed kube-dns yet"
+			}
 		}
 		return ""
 	})
