@@ -123,6 +123,25 @@ func (o *Owner) patch(ctx context.Context, obj metav1.Object, what string, data 
 	return false, fmt.Errorf("%s %s/%s for %s %s: %w", what, obj.GetNamespace(), obj.GetName(), o.Kind.Kind, o.Object.GetName(), err)
 }
 
+// Resolve is the object of kind that a controller reference names, found
+// with get (a lister's Get for the reference's namespace), and only if it
+// has the reference's UID: an object recreated under the same name is not
+// the owner. It is the zero T for a nil reference or another kind.
+func Resolve[T metav1.Object](ref *metav1.OwnerReference, kind schema.GroupVersionKind, get func(name string) (T, error)) T {
+	var none T
+	if ref == nil || ref.Kind != kind.Kind {
+		return none
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != kind.Group {
+		return none
+	}
+	obj, err := get(ref.Name)
+	if err != nil || obj.GetUID() != ref.UID {
+		return none
+	}
+	return obj
+}
+
 // NewPod is the pod a controller creates from its template, as upstream's
 // GetPodFromTemplate: the template's labels, annotations, finalizers and
 // spec, in the owner's namespace, with the owner as its controller. The

@@ -33,7 +33,10 @@ import (
 // ControllerName is the source of the controller's Events.
 const ControllerName = "deployment-controller"
 
-var kind = appsv1.SchemeGroupVersion.WithKind("Deployment")
+var (
+	kind   = appsv1.SchemeGroupVersion.WithKind("Deployment")
+	rsKind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+)
 
 // Options are the controller's flags.
 type Options struct {
@@ -106,14 +109,7 @@ func (c *Controller) enqueue(d *appsv1.Deployment) {
 // owner is the Deployment a controller reference names, nil if it names
 // none that exists now.
 func (c *Controller) owner(namespace string, ref *metav1.OwnerReference) *appsv1.Deployment {
-	if ref == nil || ref.Kind != kind.Kind || ref.APIVersion != kind.GroupVersion().String() {
-		return nil
-	}
-	d, err := c.deployments.Deployments(namespace).Get(ref.Name)
-	if err != nil || d.UID != ref.UID {
-		return nil
-	}
-	return d
+	return controllerref.Resolve(ref, kind, c.deployments.Deployments(namespace).Get)
 }
 
 // selecting are the Deployments whose selector matches an orphaned
@@ -197,12 +193,8 @@ func (c *Controller) deletePod(obj any) {
 	if !ok {
 		return
 	}
-	ref := metav1.GetControllerOfNoCopy(pod)
-	if ref == nil || ref.Kind != "ReplicaSet" {
-		return
-	}
-	rs, err := c.replicaSets.ReplicaSets(pod.Namespace).Get(ref.Name)
-	if err != nil || rs.UID != ref.UID {
+	rs := controllerref.Resolve(metav1.GetControllerOfNoCopy(pod), rsKind, c.replicaSets.ReplicaSets(pod.Namespace).Get)
+	if rs == nil {
 		return
 	}
 	if d := c.owner(rs.Namespace, metav1.GetControllerOfNoCopy(rs)); d != nil && d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {

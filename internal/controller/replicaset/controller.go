@@ -201,14 +201,7 @@ func (c *Controller) deletePod(obj any) {
 // resolve is the ReplicaSet a controller reference names, nil if it is
 // not a ReplicaSet this cache knows under that UID.
 func (c *Controller) resolve(namespace string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
-	if ref.Kind != kind.Kind {
-		return nil
-	}
-	rs, err := c.replicaSets.ReplicaSets(namespace).Get(ref.Name)
-	if err != nil || rs.UID != ref.UID {
-		return nil
-	}
-	return rs
+	return controllerref.Resolve(ref, kind, c.replicaSets.ReplicaSets(namespace).Get)
 }
 
 // enqueueSelecting wakes the ReplicaSets whose selector matches an orphan.

@@ -172,14 +172,7 @@ func (c *Controller) podDeleted(obj any) {
 // resolve is the set a controller reference names, nil if it is not a
 // StatefulSet this cache knows under that UID.
 func (c *Controller) resolve(namespace string, ref *metav1.OwnerReference) *appsv1.StatefulSet {
-	if ref.Kind != kind.Kind {
-		return nil
-	}
-	set, err := c.sets.StatefulSets(namespace).Get(ref.Name)
-	if err != nil || set.UID != ref.UID {
-		return nil
-	}
-	return set
+	return controllerref.Resolve(ref, kind, c.sets.StatefulSets(namespace).Get)
 }
 
 // enqueueSelecting wakes the sets whose selector matches an orphan.
