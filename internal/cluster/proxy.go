@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -31,15 +30,6 @@ const (
 	ProxyModeNFTables  = "nftables"
 	ProxyModeUserspace = "userspace"
 )
-
-// netnsPath is where a named network namespace is pinned; empty for the
-// process's own.
-func netnsPath(name string) string {
-	if name == "" {
-		return ""
-	}
-	return filepath.Join("/var/run/netns", name)
-}
 
 // runProxy runs the node's Service proxy until ctx ends. It starts once
 // the Node has its pod CIDR, which tells the node's pods from other
@@ -68,7 +58,7 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 	if err != nil {
 		return nil // stopped before the node had a pod CIDR
 	}
-	ns := netnsPath(o.NetNS)
+	ns := cni.NamedNamespacePath(o.NetNS)
 	backend, err := newProxyBackend(o.ProxyMode, ns, cidrs)
 	if err != nil {
 		return err
@@ -144,5 +134,5 @@ func nftablesUsable(ns string) error {
 // CleanupProxy removes everything the proxy installed in the node's
 // network namespace (svcnet node --cleanup).
 func CleanupProxy(netns string) error {
-	return nftables.Cleanup(netnsPath(netns))
+	return nftables.Cleanup(cni.NamedNamespacePath(netns))
 }

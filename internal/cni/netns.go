@@ -25,6 +25,15 @@ func inNamespace(ns netns.NsHandle, fn func() error) error {
 	}, fn)
 }
 
+// NamedNamespacePath is where `ip netns` pins the network namespace called
+// name; empty for an empty name, which means the process's own namespace.
+func NamedNamespacePath(name string) string {
+	if name == "" {
+		return ""
+	}
+	return "/var/run/netns/" + name
+}
+
 // InNamespaceAt runs fn on an OS thread switched into the network namespace
 // pinned at path (empty: the process's own), then switches the thread back.
 // Sockets fn opens stay in that namespace.

@@ -127,10 +127,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
 	}
-	nsPath := ""
-	if cfg.NetNS != "" {
-		nsPath = filepath.Join("/var/run/netns", cfg.NetNS)
-	}
+	nsPath := cni.NamedNamespacePath(cfg.NetNS)
 	network, err := cni.Open(cni.Config{NodeNetNS: nsPath, Dir: filepath.Join(cfg.DataDir, "cni")})
 	if err != nil {
 		return err

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/cni"
 )
 
 // maxLogSize rotates a container's log, as the kubelet's
@@ -296,9 +298,7 @@ func (a *Agent) ensureSandbox(pod *corev1.Pod) (*sandbox, error) {
 	sb := &sandbox{etc: etc}
 	if pod.Spec.HostNetwork {
 		sb.ip = a.nodeIP.String()
-		if a.cfg.NetNS != "" {
-			sb.netns = filepath.Join("/var/run/netns", a.cfg.NetNS)
-		}
+		sb.netns = cni.NamedNamespacePath(a.cfg.NetNS)
 	} else {
 		s, err := a.net.Setup(uid)
 		if err != nil {

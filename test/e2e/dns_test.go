@@ -122,7 +122,7 @@ func startClusterWithUpstream(t *testing.T) (*nodeCluster, *testResolver) {
 	addr := fmt.Sprintf("127.0.0.1:%d", upstreamPort)
 	var pc net.PacketConn
 	var ln net.Listener
-	if err := cni.InNamespaceAt("/var/run/netns/"+c.netns, func() (err error) {
+	if err := cni.InNamespaceAt(cni.NamedNamespacePath(c.netns), func() (err error) {
 		if pc, err = net.ListenPacket("udp", addr); err != nil {
 			return err
 		}

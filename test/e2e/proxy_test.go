@@ -80,7 +80,7 @@ func outsideClient(t *testing.T, nodeNetns string) (string, string) {
 	run("ip", "-n", name, "link", "set", "lo", "up")
 	run("ip", "-n", nodeNetns, "addr", "add", nodeIP+"/30", "dev", "uplink0")
 	run("ip", "-n", nodeNetns, "link", "set", "uplink0", "up")
-	return "/var/run/netns/" + name, nodeIP
+	return cni.NamedNamespacePath(name), nodeIP
 }
 
 func TestProxyServiceTraffic(t *testing.T) {
@@ -399,7 +399,7 @@ func startTwoNodes(t *testing.T) (*nodeCluster, string, [2]string) {
 			return ""
 		})
 	}
-	return c, "/var/run/netns/" + client, ips
+	return c, cni.NamedNamespacePath(client), ips
 }
 
 func TestProxyExternalTrafficPolicyTwoNodes(t *testing.T) {

@@ -74,8 +74,18 @@ func start(t *testing.T, autoReady bool, objects ...runtime.Object) *world {
 		next.Status = set.Status
 		return true, next, w.cs.Tracker().Update(a.GetResource(), next, set.Namespace)
 	})
+	// A delete honours its UID precondition, as on the API server; only
+	// deletions that happen are listed.
 	w.cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		w.deleted <- a.(k8stesting.DeleteAction).GetName()
+		d := a.(k8stesting.DeleteAction)
+		stored, err := w.cs.Tracker().Get(a.GetResource(), a.GetNamespace(), d.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if pre := d.GetDeleteOptions().Preconditions; pre != nil && pre.UID != nil && *pre.UID != stored.(*corev1.Pod).UID {
+			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), d.GetName(), fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s)", *pre.UID, stored.(*corev1.Pod).UID))
+		}
+		w.deleted <- d.GetName()
 		return false, nil, nil
 	})
 	controllertest.Start(t, w.cs, func(ctx context.Context, d controller.Deps) []func(context.Context) {

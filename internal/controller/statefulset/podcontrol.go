@@ -91,8 +91,10 @@ func (c *Controller) updatePod(ctx context.Context, set *appsv1.StatefulSet, pod
 // deletePod deletes a pod of the set; one already gone is no failure and
 // no Event.
 func (c *Controller) deletePod(ctx context.Context, set *appsv1.StatefulSet, pod *corev1.Pod) error {
-	err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
+	// The UID precondition keeps a sync on a stale cache from deleting the
+	// pod's replacement: a pod already replaced is no failure.
+	err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
 	c.podEvent("delete", set, pod, err)
