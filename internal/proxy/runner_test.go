@@ -53,6 +53,7 @@ func TestRunnerRespectsMinSyncPeriod(t *testing.T) {
 	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(minPeriod), 1), period: time.Hour}
 	synced := make(chan time.Time)
 	done := make(chan struct{})
+	start := time.Now()
 	go func() {
 		defer close(done)
 		r.loop(ctx, func(bool) error {
@@ -64,15 +65,19 @@ func TestRunnerRespectsMinSyncPeriod(t *testing.T) {
 		})
 	}()
 	defer func() { cancel(); <-done }()
-	last := <-synced // the start
-	for i := 0; i < 3; i++ {
+	// The limiter grants the k-th sync no sooner than k periods after the
+	// first grant, which came after start. Comparing each sync with start,
+	// not with the previous sync, keeps the check exact however late the
+	// scheduler runs a goroutine. The millisecond covers the limiter's
+	// floating-point token arithmetic.
+	<-synced // the start
+	for k := 1; k <= 3; k++ {
 		kick <- struct{}{}
 		select {
 		case at := <-synced:
-			if d := at.Sub(last); d < minPeriod-10*time.Millisecond {
-				t.Errorf("sync %d came %s after the previous one, want at least %s", i, d, minPeriod)
+			if d, want := at.Sub(start), time.Duration(k)*minPeriod-time.Millisecond; d < want {
+				t.Errorf("sync %d came %s after the start, want at least %s", k, d, want)
 			}
-			last = at
 		case <-time.After(5 * time.Second):
 			t.Fatal("a kick gave no sync")
 		}
