@@ -92,7 +92,7 @@ func upCommand() *cobra.Command {
 			apiDone <- a.Wait()
 			stop() // an API server that fails takes the cluster down
 		}()
-		nodeDone := startNode(ctx, stop, a.Kubeconfig, o.DataDir)
+		nodeDone := startNode(ctx, stop, a.Kubeconfig, *o)
 		fmt.Printf("svcnet is up: API server %s\n\n  export KUBECONFIG=%s\n  kubectl get namespaces\n\n", a.URL, a.Kubeconfig)
 		cmErr := withControllers(ctx, a, *cm)
 		stop()

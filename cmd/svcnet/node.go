@@ -48,6 +48,7 @@ func nodeCommand() *cobra.Command {
 	f.StringVar(&o.DataDir, "data-dir", cluster.DefaultDataDir(), "directory for the node's pods, logs and addresses (under node/)")
 	f.BoolVar(&o.StopPodsOnExit, "stop-pods-on-exit", false, "stop the node's pods and remove the proxy's rules when the agent exits (by default they stay and are adopted on restart)")
 	f.BoolVar(&cleanup, "cleanup", false, "remove the Service proxy's nftables rules from the node's network namespace and exit")
+	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", cluster.DefaultServiceClusterIPRange, "the API server's Service cluster IP range; with --netns, routed to the pod bridge when the namespace has no route for it, so that the node reaches cluster IPs")
 	nodeFlags(f, o, "0.0.0.0:10250")
 	cmd.AddCommand(shimCommand(), imageCommand())
 	return cmd
@@ -91,12 +92,12 @@ func imageCommand() *cobra.Command {
 // upNodeFlags adds the node's flags to up and returns what starts the
 // node (with node IPAM) once the API server is up: only when --netns is
 // given, so that up never builds a pod network in the host's namespace.
-func upNodeFlags(cmd *cobra.Command) func(ctx context.Context, stop context.CancelFunc, kubeconfig, dataDir string) <-chan error {
+func upNodeFlags(cmd *cobra.Command) func(ctx context.Context, stop context.CancelFunc, kubeconfig string, api cluster.APIServerOptions) <-chan error {
 	o := &cluster.NodeOptions{}
 	nodeFlags(cmd.Flags(), o, "127.0.0.1:10250")
 	clusterCIDR := cmd.Flags().String("cluster-cidr", "10.244.0.0/16", "range node IPAM hands pod CIDRs (/24s) out of")
-	return func(ctx context.Context, stop context.CancelFunc, kubeconfig, dataDir string) <-chan error {
-		o.DataDir = dataDir
+	return func(ctx context.Context, stop context.CancelFunc, kubeconfig string, api cluster.APIServerOptions) <-chan error {
+		o.DataDir, o.ServiceClusterIPRange = api.DataDir, api.ServiceClusterIPRange
 		return cluster.StartUpNode(ctx, stop, kubeconfig, *clusterCIDR, *o)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,10 @@ type NodeOptions struct {
 	NetNS string
 	// NodeIP is the InternalIP; empty picks one.
 	NodeIP string
+	// ServiceClusterIPRange is the API server's (one CIDR, or two
+	// comma-separated); a node in a named namespace routes it to its pod
+	// bridge when nothing else routes it.
+	ServiceClusterIPRange string
 	// ListenAddress is host:port of the node's HTTPS server.
 	ListenAddress string
 	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
@@ -74,6 +79,16 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 			return fmt.Errorf("--node-ip %q is not an IP address", o.NodeIP)
 		}
 	}
+	var serviceRanges []*net.IPNet
+	if o.ServiceClusterIPRange != "" {
+		for _, c := range strings.Split(o.ServiceClusterIPRange, ",") {
+			_, r, err := net.ParseCIDR(strings.TrimSpace(c))
+			if err != nil {
+				return fmt.Errorf("--service-cluster-ip-range %q: %w", o.ServiceClusterIPRange, err)
+			}
+			serviceRanges = append(serviceRanges, r)
+		}
+	}
 	dir := filepath.Join(o.DataDir, "node")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create node data dir: %w", err)
@@ -93,6 +108,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		DataDir:        dir,
 		NetNS:          o.NetNS,
 		NodeIP:         ip,
+		ServiceRanges:  serviceRanges,
 		ListenAddress:  o.ListenAddress,
 		ClusterDNS:     o.ClusterDNS,
 		ClusterDomain:  o.ClusterDomain,

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/vishvananda/netns"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -33,7 +34,7 @@ const (
 
 // runProxy runs the node's Service proxy until ctx ends. It starts once
 // the Node has its pod CIDR, which tells the node's pods from other
-// sources.
+// sources, and its addresses.
 func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName string) error {
 	if o.ProxyMode != ProxyModeNFTables && o.ProxyMode != ProxyModeUserspace {
 		return fmt.Errorf("--proxy-mode %q: svcnet has %q and %q", o.ProxyMode, ProxyModeNFTables, ProxyModeUserspace)
@@ -43,23 +44,30 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 		return fmt.Errorf("API client: %w", err)
 	}
 	var cidrs []netip.Prefix
+	var nodeIPs []netip.Addr
 	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		n, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, nil // not registered yet
 		}
+		cidrs, nodeIPs = nil, nil
 		for _, c := range n.Spec.PodCIDRs {
 			if p, err := netip.ParsePrefix(c); err == nil {
 				cidrs = append(cidrs, p.Masked())
 			}
 		}
-		return len(cidrs) > 0, nil
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && (a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP) {
+				nodeIPs = append(nodeIPs, ip)
+			}
+		}
+		return len(cidrs) > 0 && len(nodeIPs) > 0, nil
 	})
 	if err != nil {
 		return nil // stopped before the node had a pod CIDR
 	}
 	ns := cni.NamedNamespacePath(o.NetNS)
-	backend, err := newProxyBackend(o.ProxyMode, ns, cidrs)
+	backend, err := newProxyBackend(o.ProxyMode, ns, cidrs, nodeIPs)
 	if err != nil {
 		return err
 	}
@@ -95,11 +103,11 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 // userspace proxy, saying so, where the node cannot use nftables (no
 // CAP_NET_ADMIN, or a kernel without nf_tables), as kube-proxy once fell
 // back from iptables to userspace.
-func newProxyBackend(mode, ns string, cidrs []netip.Prefix) (proxy.Backend, error) {
+func newProxyBackend(mode, ns string, cidrs []netip.Prefix, nodeIPs []netip.Addr) (proxy.Backend, error) {
 	if mode == ProxyModeNFTables {
 		err := nftablesUsable(ns)
 		if err == nil {
-			b, err := nftables.New(nftables.Config{NetNS: ns, PodCIDRs: cidrs})
+			b, err := nftables.New(nftables.Config{NetNS: ns, PodCIDRs: cidrs, NodeIPs: nodeIPs})
 			if err != nil {
 				return nil, fmt.Errorf("nftables proxy: %w", err)
 			}

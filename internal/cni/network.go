@@ -373,6 +373,39 @@ func (n *Network) SyncRoutes(routes map[string]net.IP) error {
 	return errors.Join(errs...)
 }
 
+// RouteServiceRanges makes the node's own connections to cluster IPs
+// possible in a node namespace that has no route for them, as a bare
+// namespace made for svcnet has none: a connect() to an unrouted address
+// fails before the proxy's output rules can rewrite it. Each IPv4 range
+// without a route gets one onto the pod bridge; the proxy's rules send the
+// packets on to an endpoint, and nothing is ever sent to a cluster IP on
+// the wire. A range that already has a route (a default route, say) is
+// left alone, and the bridge takes the route with it when it goes.
+func (n *Network) RouteServiceRanges(ranges []*net.IPNet) error {
+	br, err := n.nl.LinkByName(BridgeName)
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", BridgeName, err)
+	}
+	var errs []error
+	for _, r := range ranges {
+		if r.IP.To4() == nil {
+			continue
+		}
+		if _, err := n.nl.RouteGet(r.IP); err == nil {
+			continue
+		}
+		route := &netlink.Route{LinkIndex: br.Attrs().Index, Dst: r, Scope: netlink.SCOPE_LINK, Protocol: serviceRouteProtocol}
+		if err := n.nl.RouteReplace(route); err != nil {
+			errs = append(errs, fmt.Errorf("route %s to %s: %w", r, BridgeName, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// serviceRouteProtocol marks the routes RouteServiceRanges adds, apart
+// from SyncRoutes' own.
+const serviceRouteProtocol netlink.RouteProtocol = 0x5d
+
 // routeProtocol marks the routes SyncRoutes owns (an unassigned number in
 // /etc/iproute2/rt_protos).
 const routeProtocol netlink.RouteProtocol = 0x5c

@@ -197,3 +197,42 @@ func TestSyncRoutes(t *testing.T) {
 		t.Errorf("owned routes: %v", got)
 	}
 }
+
+func TestRouteServiceRanges(t *testing.T) {
+	n := testNetwork(t)
+	if err := n.Ensure("10.244.1.0/24"); err != nil {
+		t.Fatal(err)
+	}
+	_, services, _ := net.ParseCIDR("10.96.0.0/12")
+	_, routed, _ := net.ParseCIDR("10.200.0.0/16")
+	_, v6, _ := net.ParseCIDR("fd00:96::/112")
+	// A range the namespace already routes (through a pod's address on the
+	// bridge here) keeps its route.
+	if err := n.nl.RouteAdd(&netlink.Route{Dst: routed, Gw: net.ParseIP("10.244.1.9")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.nl.RouteGet(net.ParseIP("10.96.0.1")); err == nil {
+		t.Fatal("the bare namespace already routes 10.96.0.1; the test needs it unrouted")
+	}
+	for range 2 { // idempotent
+		if err := n.RouteServiceRanges([]*net.IPNet{services, routed, v6}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// SyncRoutes owns other routes and must not take this one away.
+	if err := n.SyncRoutes(nil); err != nil {
+		t.Fatal(err)
+	}
+	br, err := n.nl.LinkByName(BridgeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := n.nl.RouteGet(net.ParseIP("10.96.0.10"))
+	if err != nil || len(got) != 1 || got[0].LinkIndex != br.Attrs().Index || !got[0].Src.Equal(net.ParseIP("10.244.1.1")) {
+		t.Errorf("route to 10.96.0.10 = %+v, %v; want through %s from the gateway 10.244.1.1", got, err, BridgeName)
+	}
+	got, err = n.nl.RouteGet(net.ParseIP("10.200.0.1"))
+	if err != nil || len(got) != 1 || !got[0].Gw.Equal(net.ParseIP("10.244.1.9")) {
+		t.Errorf("route to the routed range = %+v, %v; want the existing one via 10.244.1.9", got, err)
+	}
+}

@@ -52,6 +52,10 @@ type Config struct {
 	// NetNS names the network namespace (/var/run/netns/NAME) the node's
 	// network lives in; empty means the process's own.
 	NetNS string
+	// ServiceRanges are the cluster IP ranges. In a named namespace that
+	// has no route for them they get one onto the pod bridge, so that the
+	// node itself reaches cluster IPs.
+	ServiceRanges []*net.IPNet
 	// NodeIP is the InternalIP; nil picks the first address in the node's
 	// namespace, else the pod bridge's.
 	NodeIP net.IP
@@ -162,6 +166,11 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	}
 	if err := a.net.Ensure(podCIDR); err != nil {
 		return fmt.Errorf("pod network: %w", err)
+	}
+	if a.cfg.NetNS != "" {
+		if err := a.net.RouteServiceRanges(a.cfg.ServiceRanges); err != nil {
+			return fmt.Errorf("pod network: %w", err)
+		}
 	}
 	if a.nodeIP, err = a.pickNodeIP(podCIDR); err != nil {
 		return err

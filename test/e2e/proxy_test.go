@@ -59,28 +59,74 @@ func podName(resp string) string {
 	return ""
 }
 
-// outsideClient is a network namespace joined to the node's by a veth
-// pair: a machine on the node's network. It returns the namespace's path
-// and the node's address on that link; both are removed when the test ends.
-func outsideClient(t *testing.T, nodeNetns string) (string, string) {
+// outside is a machine on the node's network: a network namespace joined
+// to the node's by a veth pair of its own.
+type outside struct {
+	// name and ns are the namespace's name and path; ip its address.
+	name, ns, ip string
+	// nodeIP is the node's address on the link.
+	nodeIP string
+}
+
+// outsideClient makes the i-th outside machine (i < 64), on its own /30
+// of 172.31.254.0/24; the namespace and its link go when the test ends.
+func outsideClient(t *testing.T, nodeNetns string, i int) outside {
 	t.Helper()
-	name := nodeNetns + "-ext"
-	nodeIP, clientIP := "172.31.254.1", "172.31.254.2"
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
+	name := fmt.Sprintf("%s-ext%d", nodeNetns, i)
+	o := outside{name: name, ns: cni.NamedNamespacePath(name), nodeIP: fmt.Sprintf("172.31.254.%d", 4*i+1), ip: fmt.Sprintf("172.31.254.%d", 4*i+2)}
+	uplink := fmt.Sprintf("uplink%d", i)
+	newNetns(t, name) // removing it takes the veth pair along
+	run(t, "ip", "-n", name, "link", "add", "ext0", "type", "veth", "peer", "name", uplink, "netns", nodeNetns)
+	run(t, "ip", "-n", name, "addr", "add", o.ip+"/30", "dev", "ext0")
+	run(t, "ip", "-n", name, "link", "set", "ext0", "up")
+	run(t, "ip", "-n", name, "link", "set", "lo", "up")
+	run(t, "ip", "-n", nodeNetns, "addr", "add", o.nodeIP+"/30", "dev", uplink)
+	run(t, "ip", "-n", nodeNetns, "link", "set", uplink, "up")
+	return o
+}
+
+// TestProxyLoadBalancerSourceRanges: a load balancer IP in the Service's
+// status (where a cloud's controller puts it) is captured on the node, its
+// loadBalancerSourceRanges admit the clients they list and drop the rest,
+// and a change to the ranges takes effect; the NodePort is not filtered.
+func TestProxyLoadBalancerSourceRanges(t *testing.T) {
+	c := startNodeCluster(t)
+	c.labeledPod("web", "web", "nginx", "    ports: [{containerPort: 80}]\n")
+	allowed, denied := outsideClient(t, c.netns, 0), outsideClient(t, c.netns, 1)
+	const lbIP = "192.0.2.10"
+	for _, o := range []outside{allowed, denied} {
+		run(t, "ip", "-n", o.name, "route", "add", lbIP+"/32", "via", o.nodeIP)
 	}
-	run("ip", "netns", "add", name)
-	t.Cleanup(func() { removeNetns(t, name) }) // takes the veth pair with it
-	run("ip", "-n", name, "link", "add", "ext0", "type", "veth", "peer", "name", "uplink0", "netns", nodeNetns)
-	run("ip", "-n", name, "addr", "add", clientIP+"/30", "dev", "ext0")
-	run("ip", "-n", name, "link", "set", "ext0", "up")
-	run("ip", "-n", name, "link", "set", "lo", "up")
-	run("ip", "-n", nodeNetns, "addr", "add", nodeIP+"/30", "dev", "uplink0")
-	run("ip", "-n", nodeNetns, "link", "set", "uplink0", "up")
-	return cni.NamedNamespacePath(name), nodeIP
+	c.withStdin(fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  type: LoadBalancer
+  selector: {app: web}
+  ports: [{port: 8080, targetPort: 80}]
+  loadBalancerSourceRanges: [%s/32]
+`, allowed.ip), "apply", "-f", "-")
+	c.must("patch", "service", "web", "--subresource=status", "-p", `{"status":{"loadBalancer":{"ingress":[{"ip":"`+lbIP+`"}]}}}`)
+	c.waitReady("web", "True", 30*time.Second)
+	c.readyEndpoints("web", 1)
+	lbURL := "http://" + lbIP + ":8080/"
+	answers := func(o outside, url string) {
+		t.Helper()
+		eventually(t, 10*time.Second, func() string {
+			if out, err := wget(t, o.ns, url); err != nil || podName(out) != "web" {
+				return fmt.Sprintf("GET %s from %s: %v: %s", url, o.ip, err, out)
+			}
+			return ""
+		})
+	}
+	answers(allowed, lbURL)
+	if out, err := wget(t, denied.ns, lbURL); err == nil {
+		t.Errorf("%s, outside loadBalancerSourceRanges, got an answer from %s:\n%s", denied.ip, lbURL, out)
+	}
+	answers(denied, fmt.Sprintf("http://%s:%s/", denied.nodeIP, c.jsonpath("service", "web", "{.spec.ports[0].nodePort}")))
+
+	c.must("patch", "service", "web", "--type=json", "-p", `[{"op":"add","path":"/spec/loadBalancerSourceRanges/-","value":"`+denied.ip+`/32"}]`)
+	answers(denied, lbURL)
 }
 
 func TestProxyServiceTraffic(t *testing.T) {
@@ -119,16 +165,22 @@ func TestProxyServiceTraffic(t *testing.T) {
 	if seen[podA] == 0 || seen[podB] == 0 || len(seen) != 2 {
 		t.Errorf("100 requests were answered by %v, want both %s and %s", seen, podA, podB)
 	}
+	// From the node itself: its bare namespace had no route for the
+	// Service range until the agent gave it one.
+	nodeNS := cni.NamedNamespacePath(c.netns)
+	if out, err := wget(t, nodeNS, url); err != nil || !strings.HasPrefix(podName(out), "nginx-") {
+		t.Errorf("GET %s from the node: %v\n%s", url, err, out)
+	}
 
 	// NodePort, from a machine outside the node.
 	nodePort := c.jsonpath("service", "nginx", "{.spec.ports[0].nodePort}")
-	outside, nodeAddr := outsideClient(t, c.netns)
-	if out, err := wget(t, outside, fmt.Sprintf("http://%s:%s/", nodeAddr, nodePort)); err != nil || !strings.Contains(out, "Welcome to nginx!") {
-		t.Errorf("GET the NodePort %s:%s from outside: %v\n%s", nodeAddr, nodePort, err, out)
+	ext := outsideClient(t, c.netns, 0)
+	if out, err := wget(t, ext.ns, fmt.Sprintf("http://%s:%s/", ext.nodeIP, nodePort)); err != nil || !strings.Contains(out, "Welcome to nginx!") {
+		t.Errorf("GET the NodePort %s:%s from outside: %v\n%s", ext.nodeIP, nodePort, err, out)
 	}
 	// The ClusterIP is not reachable on the NodePort's port and vice versa:
 	// nothing else is captured.
-	if out, err := wget(t, outside, fmt.Sprintf("http://%s:8080/", nodeAddr)); err == nil {
+	if out, err := wget(t, ext.ns, fmt.Sprintf("http://%s:8080/", ext.nodeIP)); err == nil {
 		t.Errorf("the node answered on port 8080:\n%s", out)
 	}
 
@@ -171,14 +223,16 @@ func TestProxyServiceTraffic(t *testing.T) {
 	// Scale to 0: connecting is refused at once, not after a timeout.
 	c.must("scale", "deployment", "nginx", "--replicas=0")
 	c.readyEndpoints("nginx", 0)
-	eventually(t, 5*time.Second, func() string {
-		start := time.Now()
-		out, err := wget(t, client, url)
-		if took := time.Since(start); err == nil || !strings.Contains(out, "Connection refused") || took > time.Second {
-			return fmt.Sprintf("GET without endpoints after %s: %v: %s", took, err, out)
-		}
-		return ""
-	})
+	for _, from := range []string{client, nodeNS} {
+		eventually(t, 5*time.Second, func() string {
+			start := time.Now()
+			out, err := wget(t, from, url)
+			if took := time.Since(start); err == nil || !strings.Contains(out, "Connection refused") || took > time.Second {
+				return fmt.Sprintf("GET from %s without endpoints after %s: %v: %s", from, took, err, out)
+			}
+			return ""
+		})
+	}
 
 	// Scale back: answers within a second of the endpoint being ready.
 	c.must("scale", "deployment", "nginx", "--replicas=1")

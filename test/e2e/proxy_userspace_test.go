@@ -19,11 +19,11 @@ func TestProxyUserspace(t *testing.T) {
 	c.waitReady("client", "True", 30*time.Second)
 	c.readyEndpoints("nginx", 1)
 	nodePort := c.jsonpath("service", "nginx", "{.spec.ports[0].nodePort}")
-	outside, nodeAddr := outsideClient(t, c.netns)
-	nodeURL := fmt.Sprintf("http://%s:%s/", nodeAddr, nodePort)
+	ext := outsideClient(t, c.netns, 0)
+	nodeURL := fmt.Sprintf("http://%s:%s/", ext.nodeIP, nodePort)
 	clusterURL := "http://" + c.jsonpath("service", "nginx", "{.spec.clusterIP}") + ":8080/"
 
-	for _, r := range []struct{ from, url string }{{outside, nodeURL}, {c.netnsOf("client"), clusterURL}} {
+	for _, r := range []struct{ from, url string }{{ext.ns, nodeURL}, {c.netnsOf("client"), clusterURL}} {
 		eventually(t, 10*time.Second, func() string {
 			if out, err := wget(t, r.from, r.url); err != nil || podName(out) != "nginx-a" {
 				return fmt.Sprintf("GET %s from %s: %v: %s", r.url, r.from, err, out)
@@ -40,7 +40,7 @@ func TestProxyUserspace(t *testing.T) {
 	c.readyEndpoints("nginx", 0)
 	eventually(t, 5*time.Second, func() string {
 		start := time.Now()
-		out, err := wget(t, outside, nodeURL)
+		out, err := wget(t, ext.ns, nodeURL)
 		if took := time.Since(start); err == nil || took > time.Second {
 			return fmt.Sprintf("GET the NodePort without endpoints after %s: %v: %s", took, err, out)
 		}

@@ -39,6 +39,8 @@ type Config struct {
 	NetNS string
 	// PodCIDRs are the node's pod CIDRs (one per family).
 	PodCIDRs []netip.Prefix
+	// NodeIPs are the node's addresses.
+	NodeIPs []netip.Addr
 }
 
 // Backend programs nftables. It is used from one goroutine (the sync
@@ -61,7 +63,7 @@ type familyState struct {
 // from a pod on the same bridge are un-DNATed; where the kernel lacks
 // br_netfilter every cluster IP connection is masqueraded instead.
 func New(c Config) (*Backend, error) {
-	b := &Backend{netns: c.NetNS, node: node{podCIDRs: c.PodCIDRs}, state: map[string]*familyState{}}
+	b := &Backend{netns: c.NetNS, node: node{podCIDRs: c.PodCIDRs, ips: c.NodeIPs}, state: map[string]*familyState{}}
 	err := cni.InNamespaceAt(c.NetNS, func() error {
 		for _, f := range []string{"bridge-nf-call-iptables", "bridge-nf-call-ip6tables"} {
 			p := filepath.Join("/proc/sys/net/bridge", f)

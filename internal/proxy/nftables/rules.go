@@ -104,6 +104,9 @@ type node struct {
 	// masqueradeAll masquerades every cluster IP connection, for bridges
 	// whose traffic does not pass conntrack.
 	masqueradeAll bool
+	// ips are the node's addresses: a loadBalancerSourceRanges entry that
+	// holds one lets the node itself reach the load balancer IP.
+	ips []netip.Addr
 }
 
 func (n node) podCIDR(f family) (netip.Prefix, bool) {
@@ -321,8 +324,19 @@ func renderPort(f family, n node, name types.NamespacedName, p *proxy.ServicePor
 	usesFirewall := len(lbIPs) > 0 && len(p.SourceRanges) > 0
 	if usesFirewall {
 		fw := fr.chain(fwChain, nil)
+		allowFromNode := false
 		for _, r := range ranges {
 			fw.rule().prefix(f, true, expr.CmpOpEq, r).verdict(expr.VerdictReturn, "")
+			allowFromNode = allowFromNode || slices.ContainsFunc(n.ips, r.Contains)
+		}
+		// A node that has the load balancer IP as a local address (as
+		// VIP-style load balancers arrange) reaches it from that very
+		// address: when the ranges admit the node, they admit that too,
+		// as kube-proxy's allowFromNode does.
+		if allowFromNode {
+			for _, a := range lbIPs {
+				fw.rule().addr(f, true, expr.CmpOpEq, a).verdict(expr.VerdictReturn, "")
+			}
 		}
 		fw.rule().verdict(expr.VerdictDrop, "")
 	}

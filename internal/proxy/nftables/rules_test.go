@@ -163,3 +163,28 @@ func TestStaleUDPFlows(t *testing.T) {
 		t.Errorf("first endpoint: stale flows %+v, want %+v", got, want)
 	}
 }
+
+func TestRenderFirewallAllowsTheNodeWhenARangeHoldsIt(t *testing.T) {
+	fw := func(n node) string {
+		s := testService("web", corev1.ProtocolTCP, 0, 1, "10.244.0.5")
+		s.Ports[0].LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("192.0.2.10")}
+		s.Ports[0].SourceRanges = []netip.Prefix{netip.MustParsePrefix("172.31.0.0/16")}
+		var out []string
+		for _, l := range strings.Split(text(renderService(ipv4, n, s, &counts{})), "\n") {
+			if (strings.HasPrefix(l, "\tip saddr") && strings.HasSuffix(l, " return")) || l == "\tdrop" {
+				out = append(out, strings.TrimSpace(l))
+			}
+		}
+		return strings.Join(out, "; ")
+	}
+	inRange := testNode
+	inRange.ips = []netip.Addr{netip.MustParseAddr("172.31.254.1")}
+	if got, want := fw(inRange), "ip saddr 172.31.0.0/16 return; ip saddr 192.0.2.10 return; drop"; got != want {
+		t.Errorf("a node inside the source ranges: firewall %q, want %q", got, want)
+	}
+	outside := testNode
+	outside.ips = []netip.Addr{netip.MustParseAddr("198.51.100.1")}
+	if got, want := fw(outside), "ip saddr 172.31.0.0/16 return; drop"; got != want {
+		t.Errorf("a node outside the source ranges: firewall %q, want %q", got, want)
+	}
+}
