@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -101,6 +102,23 @@ func TestSilentNodeTaintedAndPodsEvicted(t *testing.T) {
 		t.Errorf("web's tolerationSeconds = %q, want the defaults 300 300", got)
 	}
 
+	// Each node's DNS server in kube-dns, as node agents publish them.
+	for i, node := range []string{"alive", "lost"} {
+		c.withStdin(fmt.Sprintf(`apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kube-dns-%[1]s
+  namespace: kube-system
+  labels: {kubernetes.io/service-name: kube-dns, endpointslice.kubernetes.io/managed-by: node-dns.svcnet.io}
+addressType: IPv4
+endpoints:
+- addresses: [10.244.%[2]d.1]
+  nodeName: %[1]s
+  conditions: {ready: true, serving: true, terminating: false}
+ports: [{name: dns, protocol: UDP, port: 53}]
+`, node, i+1), "apply", "-f", "-")
+	}
+
 	jsonpath := func(kind, name, path string) string {
 		out, _ := c.kubectl("", "get", kind, name, "-o", "jsonpath="+path)
 		return strings.TrimSpace(out)
@@ -116,10 +134,17 @@ func TestSilentNodeTaintedAndPodsEvicted(t *testing.T) {
 		}
 		return ""
 	})
-	tainted := time.Now()
 	eventually(t, 10*time.Second, func() string {
 		if got := jsonpath("pod", "web", `{.status.conditions[?(@.type=="Ready")].status}`); got != "False" {
 			return "web on the lost node is Ready=" + got
+		}
+		return ""
+	})
+	eventually(t, 10*time.Second, func() string {
+		lost, _ := c.kubectl("", "get", "endpointslice", "-n", "kube-system", "kube-dns-lost", "-o", "jsonpath={.endpoints[0].conditions.ready}")
+		alive, _ := c.kubectl("", "get", "endpointslice", "-n", "kube-system", "kube-dns-alive", "-o", "jsonpath={.endpoints[0].conditions.ready}")
+		if lost != "false" || alive != "true" {
+			return fmt.Sprintf("kube-dns endpoints ready: lost %q, alive %q; want false, true", lost, alive)
 		}
 		return ""
 	})
@@ -129,7 +154,22 @@ func TestSilentNodeTaintedAndPodsEvicted(t *testing.T) {
 		}
 		return ""
 	})
-	if waited := time.Since(tainted); waited < time.Second {
+	// The eviction came no sooner than the toleration allowed: the delete
+	// (its deletionTimestamp less the grace period) against the taint's
+	// timeAdded, both to the second, so 2s of toleration shows as ≥ 1s.
+	taintAdded, err := time.Parse(time.RFC3339, jsonpath("node", "lost", `{.spec.taints[?(@.effect=="NoExecute")].timeAdded}`))
+	if err != nil {
+		t.Fatalf("the unreachable NoExecute taint's timeAdded: %v", err)
+	}
+	deletion, err := time.Parse(time.RFC3339, jsonpath("pod", "fast", "{.metadata.deletionTimestamp}"))
+	if err != nil {
+		t.Fatalf("fast's deletionTimestamp: %v", err)
+	}
+	grace, err := time.ParseDuration(jsonpath("pod", "fast", "{.metadata.deletionGracePeriodSeconds}") + "s")
+	if err != nil {
+		t.Fatalf("fast's deletionGracePeriodSeconds: %v", err)
+	}
+	if waited := deletion.Add(-grace).Sub(taintAdded); waited < time.Second {
 		t.Errorf("fast deleted %v after the taint, before its 2s toleration", waited)
 	}
 	events := c.must("get", "events", "--field-selector", "reason=TaintManagerEviction", "-o", "jsonpath={.items[*].message}")
