@@ -128,18 +128,24 @@ func (o *Owner) patch(ctx context.Context, obj metav1.Object, what string, data 
 // has the reference's UID: an object recreated under the same name is not
 // the owner. It is the zero T for a nil reference or another kind.
 func Resolve[T metav1.Object](ref *metav1.OwnerReference, kind schema.GroupVersionKind, get func(name string) (T, error)) T {
+	obj, _ := resolve(ref, kind, get)
+	return obj
+}
+
+// resolve is Resolve saying whether it found the owner.
+func resolve[T metav1.Object](ref *metav1.OwnerReference, kind schema.GroupVersionKind, get func(name string) (T, error)) (T, bool) {
 	var none T
 	if ref == nil || ref.Kind != kind.Kind {
-		return none
+		return none, false
 	}
 	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != kind.Group {
-		return none
+		return none, false
 	}
 	obj, err := get(ref.Name)
 	if err != nil || obj.GetUID() != ref.UID {
-		return none
+		return none, false
 	}
-	return obj
+	return obj, true
 }
 
 // NewPod is the pod a controller creates from its template, as upstream's

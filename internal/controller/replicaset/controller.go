@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"reflect"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -58,6 +57,7 @@ type Controller struct {
 	queue        *controller.Queue[string]
 	recorder     record.EventRecorder
 	expectations *expectations
+	podEvents    controllerref.PodEvents[*appsv1.ReplicaSet]
 	clock        clock.PassiveClock
 	// burst bounds the creations and deletions of one sync.
 	burst int
@@ -79,6 +79,12 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		burst:        burstReplicas,
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "replicaset", Sync: c.sync})
+	c.podEvents = controllerref.PodEvents[*appsv1.ReplicaSet]{
+		Kind:      kind,
+		Get:       func(ns, name string) (*appsv1.ReplicaSet, error) { return c.replicaSets.ReplicaSets(ns).Get(name) },
+		Selecting: c.replicaSets.GetPodReplicaSets,
+		Enqueue:   func(rs *appsv1.ReplicaSet) { c.enqueue(rs) },
+	}
 	synced, err := controller.Register(
 		controller.Handler{Informer: rsInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueue,
@@ -135,15 +141,15 @@ func (c *Controller) addPod(obj any) {
 		c.deletePod(pod)
 		return
 	}
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
-		if rs := c.resolve(pod.Namespace, ref); rs != nil {
+	if metav1.GetControllerOfNoCopy(pod) != nil {
+		if rs, ok := c.podEvents.Owner(pod); ok {
 			key := rs.Namespace + "/" + rs.Name
 			c.expectations.creationObserved(key)
 			c.queue.Add(key)
 		}
 		return
 	}
-	c.enqueueSelecting(pod)
+	c.podEvents.Orphan(pod)
 }
 
 // updatePod wakes the pod's controller, the controller it had before, and
@@ -155,30 +161,14 @@ func (c *Controller) updatePod(old, cur any) {
 	if oldPod.ResourceVersion == curPod.ResourceVersion {
 		return // a resync
 	}
-	labelsChanged := !maps.Equal(oldPod.Labels, curPod.Labels)
 	if curPod.DeletionTimestamp != nil {
 		c.deletePod(curPod)
-		if labelsChanged {
+		if !maps.Equal(oldPod.Labels, curPod.Labels) {
 			c.deletePod(oldPod)
 		}
 		return
 	}
-	curRef, oldRef := metav1.GetControllerOfNoCopy(curPod), metav1.GetControllerOfNoCopy(oldPod)
-	refChanged := !reflect.DeepEqual(curRef, oldRef)
-	if refChanged && oldRef != nil {
-		if rs := c.resolve(oldPod.Namespace, oldRef); rs != nil {
-			c.enqueue(rs)
-		}
-	}
-	if curRef != nil {
-		if rs := c.resolve(curPod.Namespace, curRef); rs != nil {
-			c.enqueue(rs)
-		}
-		return
-	}
-	if labelsChanged || refChanged {
-		c.enqueueSelecting(curPod)
-	}
+	c.podEvents.Updated(oldPod, curPod)
 }
 
 // deletePod observes the deletion of a pod for its controller.
@@ -187,31 +177,10 @@ func (c *Controller) deletePod(obj any) {
 	if !ok {
 		return
 	}
-	ref := metav1.GetControllerOfNoCopy(pod)
-	if ref == nil {
-		return
-	}
-	if rs := c.resolve(pod.Namespace, ref); rs != nil {
+	if rs, ok := c.podEvents.Owner(pod); ok {
 		key := rs.Namespace + "/" + rs.Name
 		c.expectations.deletionObserved(key, pod.Namespace+"/"+pod.Name)
 		c.queue.Add(key)
-	}
-}
-
-// resolve is the ReplicaSet a controller reference names, nil if it is
-// not a ReplicaSet this cache knows under that UID.
-func (c *Controller) resolve(namespace string, ref *metav1.OwnerReference) *appsv1.ReplicaSet {
-	return controllerref.Resolve(ref, kind, c.replicaSets.ReplicaSets(namespace).Get)
-}
-
-// enqueueSelecting wakes the ReplicaSets whose selector matches an orphan.
-func (c *Controller) enqueueSelecting(pod *corev1.Pod) {
-	rss, err := c.replicaSets.GetPodReplicaSets(pod)
-	if err != nil {
-		return // none selects it
-	}
-	for _, rs := range rss {
-		c.enqueue(rs)
 	}
 }
 

@@ -12,8 +12,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
-	"reflect"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -58,6 +56,7 @@ type Controller struct {
 	synced    []cache.InformerSynced
 	queue     *controller.Queue[string]
 	recorder  record.EventRecorder
+	podEvents controllerref.PodEvents[*appsv1.StatefulSet]
 	now       func() time.Time
 }
 
@@ -76,6 +75,12 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		now:       time.Now,
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "statefulset", Sync: c.sync})
+	c.podEvents = controllerref.PodEvents[*appsv1.StatefulSet]{
+		Kind:      kind,
+		Get:       func(ns, name string) (*appsv1.StatefulSet, error) { return c.sets.StatefulSets(ns).Get(name) },
+		Selecting: c.sets.GetPodStatefulSets,
+		Enqueue:   func(set *appsv1.StatefulSet) { c.enqueue(set) },
+	}
 	synced, err := controller.Register(
 		controller.Handler{Informer: apps.StatefulSets().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueue,
@@ -114,13 +119,13 @@ func (c *Controller) podAdded(obj any) {
 		c.podDeleted(pod)
 		return
 	}
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
-		if set := c.resolve(pod.Namespace, ref); set != nil {
+	if metav1.GetControllerOfNoCopy(pod) != nil {
+		if set, ok := c.podEvents.Owner(pod); ok {
 			c.enqueue(set)
 		}
 		return
 	}
-	c.enqueueSelecting(pod)
+	c.podEvents.Orphan(pod)
 }
 
 // podUpdated wakes the pod's set and the set it had before; an orphan whose
@@ -132,27 +137,10 @@ func (c *Controller) podUpdated(old, cur any) {
 	if oldPod.ResourceVersion == curPod.ResourceVersion {
 		return // a resync
 	}
-	curRef, oldRef := metav1.GetControllerOfNoCopy(curPod), metav1.GetControllerOfNoCopy(oldPod)
-	refChanged := !reflect.DeepEqual(curRef, oldRef)
-	if refChanged && oldRef != nil {
-		if set := c.resolve(oldPod.Namespace, oldRef); set != nil {
-			c.enqueue(set)
-		}
-	}
-	if curRef != nil {
-		set := c.resolve(curPod.Namespace, curRef)
-		if set == nil {
-			return
-		}
-		c.enqueue(set)
-		if !podstate.Ready(oldPod) && podstate.Ready(curPod) && set.Spec.MinReadySeconds > 0 {
-			// A second more absorbs clock skew, as upstream.
-			c.queue.AddAfter(set.Namespace+"/"+set.Name, time.Duration(set.Spec.MinReadySeconds)*time.Second+time.Second)
-		}
-		return
-	}
-	if refChanged || !maps.Equal(oldPod.Labels, curPod.Labels) {
-		c.enqueueSelecting(curPod)
+	set, ok := c.podEvents.Updated(oldPod, curPod)
+	if ok && !podstate.Ready(oldPod) && podstate.Ready(curPod) && set.Spec.MinReadySeconds > 0 {
+		// A second more absorbs clock skew, as upstream.
+		c.queue.AddAfter(set.Namespace+"/"+set.Name, time.Duration(set.Spec.MinReadySeconds)*time.Second+time.Second)
 	}
 }
 
@@ -162,26 +150,7 @@ func (c *Controller) podDeleted(obj any) {
 	if !ok {
 		return
 	}
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
-		if set := c.resolve(pod.Namespace, ref); set != nil {
-			c.enqueue(set)
-		}
-	}
-}
-
-// resolve is the set a controller reference names, nil if it is not a
-// StatefulSet this cache knows under that UID.
-func (c *Controller) resolve(namespace string, ref *metav1.OwnerReference) *appsv1.StatefulSet {
-	return controllerref.Resolve(ref, kind, c.sets.StatefulSets(namespace).Get)
-}
-
-// enqueueSelecting wakes the sets whose selector matches an orphan.
-func (c *Controller) enqueueSelecting(pod *corev1.Pod) {
-	sets, err := c.sets.GetPodStatefulSets(pod)
-	if err != nil {
-		return // none selects it
-	}
-	for _, set := range sets {
+	if set, ok := c.podEvents.Owner(pod); ok {
 		c.enqueue(set)
 	}
 }
