@@ -245,6 +245,29 @@ func TestSilentNodeIsUnknownTaintedAndItsPodsNotReady(t *testing.T) {
 	})
 }
 
+// TestPodOnNotReadyNodeLeavesTheNodesDNSAlone: a pod assigned to a node
+// that has not reported Ready yet (one that is starting) is marked not
+// Ready, but the node's DNS server, about to serve, stays in kube-dns.
+func TestPodOnNotReadyNodeLeavesTheNodesDNSAlone(t *testing.T) {
+	starting := readyNode("starting")
+	readyCondition(&starting.Status).Status = corev1.ConditionFalse
+	h := start(t, starting, lease("starting", t0), dnsSlice("starting", "10.244.1.1"))
+	h.waitEvent("RegisteredNode", "Node starting event: Registered Node starting in Controller")
+	if _, err := h.cs.CoreV1().Pods("default").Create(context.Background(), readyPod("web", "starting"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	controllertest.Eventually(t, func() string {
+		pod, err := h.cs.CoreV1().Pods("default").Get(context.Background(), "web", metav1.GetOptions{})
+		if err != nil || pod.Status.Conditions[0].Status != corev1.ConditionFalse {
+			return "the pod on the not-Ready node is still Ready"
+		}
+		return ""
+	})
+	if !h.dnsReady("starting") {
+		t.Error("a pod assigned to a starting node took the node's DNS out of kube-dns")
+	}
+}
+
 func TestNeverReportedNodeWithoutOthersIsNotEvicted(t *testing.T) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "new", CreationTimestamp: metav1.NewTime(t0)}}
 	h := start(t, n)

@@ -122,7 +122,11 @@ func (c *Controller) checkNode(ctx context.Context, node *corev1.Node) (*corev1.
 		c.recorder.Eventf(nodeRef(node), corev1.EventTypeNormal, "NodeNotReady", "Node %s status is now: %s", node.Name, "NodeNotReady")
 	}
 	if stopped || (retry && observed.Status != corev1.ConditionTrue) {
-		if err := c.markPodsNotReady(ctx, pods, node.Name); err != nil {
+		// The node went silent: its pods and its own DNS server leave
+		// Services' endpoints. (syncPod marks a pod assigned to a node not
+		// yet Ready, alone: a starting node's DNS is about to serve.)
+		err := errors.Join(c.markPodsNotReady(ctx, pods, node.Name), c.markNodeDNSNotReady(ctx, node.Name))
+		if err != nil {
 			slog.Warn("mark pods not Ready; retrying next pass", "node", node.Name, "err", err)
 			c.setRetry(node.Name, true)
 			return node, current
@@ -356,7 +360,6 @@ func (c *Controller) markPodsNotReady(ctx context.Context, pods []*corev1.Pod, n
 		}
 		c.recorder.Event(pod, corev1.EventTypeWarning, "NodeNotReady", "Node is not ready")
 	}
-	errs = append(errs, c.markNodeDNSNotReady(ctx, nodeName))
 	return errors.Join(errs...)
 }
 
