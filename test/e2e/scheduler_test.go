@@ -121,3 +121,72 @@ func TestScheduler(t *testing.T) {
 		t.Errorf("Scheduled event of ssd: %q", out)
 	}
 }
+
+// spreadDeployment is a Deployment whose pods must not share a node.
+const spreadDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: spread
+spec:
+  replicas: 4
+  selector:
+    matchLabels: {app: spread}
+  template:
+    metadata:
+      labels: {app: spread}
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector:
+              matchLabels: {app: spread}
+            topologyKey: kubernetes.io/hostname
+      containers:
+      - name: app
+        image: nginx
+`
+
+// TestSchedulerPodAntiAffinity scales a Deployment with required pod
+// anti-affinity on the hostname past the nodes: one replica per node, and
+// the one left over Pending with upstream's FailedScheduling message.
+func TestSchedulerPodAntiAffinity(t *testing.T) {
+	c := startCluster(t)
+	nodes := []string{"node-1", "node-2", "node-3"}
+	for _, n := range nodes {
+		readyNode(t, c, n)
+	}
+	c.withStdin(spreadDeployment, "apply", "-f", "-")
+	var pending string
+	eventually(t, 30*time.Second, func() string {
+		out := c.must("get", "pods", "-l", "app=spread", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{"\n"}{end}`)
+		var placed []string
+		pending = ""
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			switch f := strings.Fields(line); len(f) {
+			case 2:
+				placed = append(placed, f[1])
+			case 1:
+				pending = f[0]
+			}
+		}
+		slices.Sort(placed)
+		if !slices.Equal(placed, nodes) || pending == "" {
+			return "pods of the Deployment and their nodes:\n" + out
+		}
+		return ""
+	})
+	want := "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+	eventually(t, 20*time.Second, func() string {
+		out := c.must("get", "events", "--field-selector", "involvedObject.name="+pending+",reason=FailedScheduling", "-o", "jsonpath={.items[*].message}")
+		if !strings.Contains(out, want) {
+			return "FailedScheduling events of " + pending + ": " + out
+		}
+		return ""
+	})
+	if out := c.must("get", "pod", pending, "-o", `jsonpath={.status.phase} {.status.conditions[?(@.type=="PodScheduled")].reason}`); out != "Pending Unschedulable" {
+		t.Errorf("pod %s: %q, want Pending Unschedulable", pending, out)
+	}
+	if out := c.must("describe", "pod", pending); !strings.Contains(out, want) {
+		t.Errorf("kubectl describe pod %s:\n%s", pending, out)
+	}
+}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -18,7 +19,8 @@ type hostPortIP struct {
 	ip string
 }
 
-// podInfo is what the cache keeps of a pod on a node: what it takes there.
+// podInfo is what the cache keeps of a pod on a node: what it takes there,
+// and what other pods' affinity and spread constraints look at.
 type podInfo struct {
 	node     string
 	requests resources // for fitting
@@ -28,6 +30,25 @@ type podInfo struct {
 	// assumed pods are on their node only in the scheduler's mind: the
 	// binding is under way and the informer has not seen it yet.
 	assumed bool
+
+	namespace string
+	labels    labels.Set
+	// terminating pods still count for pod affinity but not for topology
+	// spread, as upstream's.
+	terminating bool
+	// antiAffinity are the pod's required anti-affinity terms, which keep
+	// the pods they match out of its topology domains.
+	antiAffinity []podTerm
+	// affinity (required) and the preferred terms draw the pods they
+	// match to the pod's domains, or push them away, in scoring.
+	affinity                                 []podTerm
+	preferredAffinity, preferredAntiAffinity []weightedPodTerm
+}
+
+// scoresOthers tells whether the pod's terms take part in scoring the
+// pods placed after it.
+func (p *podInfo) scoresOthers() bool {
+	return len(p.affinity) > 0 || len(p.preferredAffinity) > 0 || len(p.preferredAntiAffinity) > 0
 }
 
 // nodeInfo is one node with the sums of the pods on it, kept up to date
@@ -41,14 +62,19 @@ type nodeInfo struct {
 	allocatable resources
 	allowedPods int64
 
-	pods               int64
+	// pods are the pods on the node, assumed ones included, for the
+	// filters that look at other pods (pod affinity, topology spread).
+	pods               map[*podInfo]struct{}
 	requested, nonZero resources
 	ports              map[hostPort]map[string]int // ip -> pods using it
 	owners             map[types.UID]int           // pods per controller
 }
 
 func (n *nodeInfo) addPod(p *podInfo) {
-	n.pods++
+	if n.pods == nil {
+		n.pods = map[*podInfo]struct{}{}
+	}
+	n.pods[p] = struct{}{}
 	n.requested.add(p.requests)
 	n.nonZero.add(p.nonZero)
 	for _, hp := range p.ports {
@@ -69,7 +95,7 @@ func (n *nodeInfo) addPod(p *podInfo) {
 }
 
 func (n *nodeInfo) removePod(p *podInfo) {
-	n.pods--
+	delete(n.pods, p)
 	n.requested.sub(p.requests)
 	n.nonZero.sub(p.nonZero)
 	for _, hp := range p.ports {
@@ -93,12 +119,21 @@ func (n *nodeInfo) removePod(p *podInfo) {
 type cache struct {
 	nodes map[string]*nodeInfo
 	pods  map[types.UID]*podInfo
+	// antiAffinity are the pods with required anti-affinity terms, which
+	// every pod placed must be checked against (upstream keeps them per
+	// node as PodsWithRequiredAntiAffinity); without any, that costs
+	// nothing.
+	antiAffinity map[*podInfo]struct{}
+	// withAffinity are the pods whose terms score the pods placed after
+	// them (upstream's PodsWithAffinity), walked for every pod placed.
+	withAffinity map[*podInfo]struct{}
 	// numNodes counts the nodes that exist, for "0/N nodes are available".
 	numNodes int
 }
 
 func newCache() *cache {
-	return &cache{nodes: map[string]*nodeInfo{}, pods: map[types.UID]*podInfo{}}
+	return &cache{nodes: map[string]*nodeInfo{}, pods: map[types.UID]*podInfo{},
+		antiAffinity: map[*podInfo]struct{}{}, withAffinity: map[*podInfo]struct{}{}}
 }
 
 // setNode adds or updates a Node.
@@ -124,7 +159,7 @@ func (c *cache) deleteNode(name string) {
 	}
 	n.node = nil
 	c.numNodes--
-	if n.pods == 0 {
+	if len(n.pods) == 0 {
 		delete(c.nodes, name)
 	}
 }
@@ -132,12 +167,20 @@ func (c *cache) deleteNode(name string) {
 // newPodInfo is what pod takes on node.
 func newPodInfo(pod *corev1.Pod, node string, assumed bool) *podInfo {
 	return &podInfo{
-		node:     node,
-		requests: podRequests(pod, false),
-		nonZero:  podRequests(pod, true),
-		ports:    podHostPorts(pod),
-		owner:    controllerUID(pod),
-		assumed:  assumed,
+		node:         node,
+		requests:     podRequests(pod, false),
+		nonZero:      podRequests(pod, true),
+		ports:        podHostPorts(pod),
+		owner:        controllerUID(pod),
+		assumed:      assumed,
+		namespace:    pod.Namespace,
+		labels:       pod.Labels,
+		terminating:  pod.DeletionTimestamp != nil,
+		antiAffinity: compilePodTerms(pod, requiredPodAntiAffinity(pod)),
+
+		affinity:              compilePodTerms(pod, requiredPodAffinity(pod)),
+		preferredAffinity:     compileWeightedTerms(pod, preferredPodAffinity(pod)),
+		preferredAntiAffinity: compileWeightedTerms(pod, preferredPodAntiAffinity(pod)),
 	}
 }
 
@@ -151,6 +194,12 @@ func (c *cache) addPod(uid types.UID, p *podInfo) {
 	}
 	n.addPod(p)
 	c.pods[uid] = p
+	if len(p.antiAffinity) > 0 {
+		c.antiAffinity[p] = struct{}{}
+	}
+	if p.scoresOthers() {
+		c.withAffinity[p] = struct{}{}
+	}
 }
 
 // removePod takes a pod off its node; it tells whether the pod was there.
@@ -160,9 +209,11 @@ func (c *cache) removePod(uid types.UID) bool {
 		return false
 	}
 	delete(c.pods, uid)
+	delete(c.antiAffinity, p)
+	delete(c.withAffinity, p)
 	n := c.nodes[p.node]
 	n.removePod(p)
-	if n.node == nil && n.pods == 0 {
+	if n.node == nil && len(n.pods) == 0 {
 		delete(c.nodes, p.node)
 	}
 	return true

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
@@ -43,6 +44,25 @@ type candidate struct {
 	// required node affinity.
 	required  []nodeTerm
 	preferred []weightedTerm
+	// affinity and antiAffinity are the required pod (anti-)affinity
+	// terms, and spread the DoNotSchedule topology spread constraints;
+	// nil without any.
+	affinity, antiAffinity []podTerm
+	spread                 []spreadConstraint
+	// interPod and topology are what those need of the other pods,
+	// counted once per attempt by prepare; nil when nothing needs it.
+	interPod *interPod
+	topology *spread
+
+	// preferredAffinity and preferredAntiAffinity are the preferred pod
+	// (anti-)affinity terms, and softSpread the ScheduleAnyway spread
+	// constraints, for scoring; nil without any.
+	preferredAffinity, preferredAntiAffinity []weightedPodTerm
+	softSpread                               []spreadConstraint
+	// affinityScores and spreadScores are what scoring needs of the
+	// other pods, counted by prescore; nil when nothing needs it.
+	affinityScores topologyScores
+	spreadScores   *softSpread
 }
 
 func newCandidate(pod *corev1.Pod) *candidate {
@@ -52,6 +72,14 @@ func newCandidate(pod *corev1.Pod) *candidate {
 		nonZero:  podRequests(pod, true),
 		ports:    podHostPorts(pod),
 		owner:    controllerUID(pod),
+
+		affinity:     compilePodTerms(pod, requiredPodAffinity(pod)),
+		antiAffinity: compilePodTerms(pod, requiredPodAntiAffinity(pod)),
+		spread:       spreadConstraints(pod, corev1.DoNotSchedule),
+
+		preferredAffinity:     compileWeightedTerms(pod, preferredPodAffinity(pod)),
+		preferredAntiAffinity: compileWeightedTerms(pod, preferredPodAntiAffinity(pod)),
+		softSpread:            spreadConstraints(pod, corev1.ScheduleAnyway),
 	}
 	if len(pod.Spec.NodeSelector) > 0 {
 		c.selector = labels.SelectorFromSet(pod.Spec.NodeSelector)
@@ -72,9 +100,30 @@ func newCandidate(pod *corev1.Pod) *candidate {
 	return c
 }
 
+// prepare counts what the pod (anti-)affinity and topology spread
+// filters need of the pods in the cache, only when the pod has such terms
+// or some existing pod has required anti-affinity: other pods cost
+// nothing.
+func (c *candidate) prepare(ca *cache, namespaces toolscache.Store) {
+	c.interPod = newInterPod(ca, c, namespaces)
+	c.topology = newSpread(ca, c)
+}
+
+// prescore counts what scoring the feasible nodes needs of the pods in
+// the cache, again only for a pod with preferred terms or soft spread
+// constraints, or when some existing pod has terms that score others.
+func (c *candidate) prescore(ca *cache, namespaces toolscache.Store, nodes []feasible) {
+	c.affinityScores = newTopologyScores(ca, c, namespaces)
+	c.spreadScores = newSoftSpread(ca, c, nodes)
+}
+
 // info is what the pod takes once assumed onto node.
 func (c *candidate) info(node string) *podInfo {
-	return &podInfo{node: node, requests: c.requests, nonZero: c.nonZero, ports: c.ports, owner: c.owner, assumed: true}
+	return &podInfo{
+		node: node, requests: c.requests, nonZero: c.nonZero, ports: c.ports, owner: c.owner, assumed: true,
+		namespace: c.pod.Namespace, labels: c.pod.Labels, antiAffinity: c.antiAffinity,
+		affinity: c.affinity, preferredAffinity: c.preferredAffinity, preferredAntiAffinity: c.preferredAntiAffinity,
+	}
 }
 
 // nodeTerm is one compiled NodeSelectorTerm; a term that is empty or
@@ -175,21 +224,31 @@ func (c *candidate) tolerates(taint *corev1.Taint) bool {
 
 var unschedulableTaint = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
 
+// untoleratedTaint tells whether the node has a NoSchedule or NoExecute
+// taint the pod does not tolerate.
+func (c *candidate) untoleratedTaint(n *nodeInfo) bool {
+	for i := range n.taints {
+		t := &n.taints[i]
+		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !c.tolerates(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // fit runs upstream's filters in upstream's order (NodeUnschedulable,
-// TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit) and returns
-// the first one's reasons, none when the node fits. resolvable tells
-// whether evicting pods from the node could make room, which is what
-// preemption's part of the message reports.
+// TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit,
+// PodTopologySpread, InterPodAffinity) and returns the first one's
+// reasons, none when the node fits. resolvable tells whether evicting
+// pods from the node could make room, which is what preemption's part of
+// the message reports.
 func (c *candidate) fit(n *nodeInfo) (reasons []string, resolvable bool) {
 	node := n.node
 	if node.Spec.Unschedulable && !c.tolerates(&unschedulableTaint) {
 		return []string{reasonUnschedulable}, false
 	}
-	for i := range n.taints {
-		t := &n.taints[i]
-		if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !c.tolerates(t) {
-			return []string{reasonTaint}, false
-		}
+	if c.untoleratedTaint(n) {
+		return []string{reasonTaint}, false
 	}
 	if !c.matchesAffinity(node) {
 		return []string{reasonAffinity}, false
@@ -197,7 +256,20 @@ func (c *candidate) fit(n *nodeInfo) (reasons []string, resolvable bool) {
 	if c.portsConflict(n) {
 		return []string{reasonPorts}, true
 	}
-	return c.fitResources(n)
+	if reasons, resolvable = c.fitResources(n); len(reasons) > 0 {
+		return reasons, resolvable
+	}
+	if c.topology != nil {
+		if reason, resolvable := c.topology.fit(node); reason != "" {
+			return []string{reason}, resolvable
+		}
+	}
+	if c.interPod != nil {
+		if reason, resolvable := c.interPod.fit(node); reason != "" {
+			return []string{reason}, resolvable
+		}
+	}
+	return nil, false
 }
 
 // portsConflict tells whether a host port of the pod is taken on the
@@ -229,7 +301,7 @@ func (c *candidate) fitResources(n *nodeInfo) (reasons []string, resolvable bool
 			}
 		}
 	}
-	if n.pods+1 > n.allowedPods {
+	if int64(len(n.pods))+1 > n.allowedPods {
 		reasons = append(reasons, reasonTooManyPods)
 	}
 	insufficient(string(corev1.ResourceCPU), c.requests.milliCPU, n.requested.milliCPU, n.allocatable.milliCPU)

@@ -3,24 +3,35 @@
 // to a node, through the pods/binding subresource, as upstream's default
 // profile would choose it. Nodes are filtered (cordoned, untolerated
 // taints, node selector and required node affinity, host ports, resource
-// requests against allocatable) and the rest scored (PreferNoSchedule
-// taints, preferred node affinity, spreading a controller's pods, least
-// allocated). A pod that fits nowhere gets upstream's PodScheduled=False
-// condition and FailedScheduling event, and is tried again with backoff
-// when a node or a pod changes in a way that may make room.
+// requests against allocatable, DoNotSchedule topology spread
+// constraints, required pod affinity and anti-affinity, the pod's own and
+// that of the pods already placed) and the rest scored (PreferNoSchedule
+// taints, preferred node affinity, preferred pod affinity and
+// anti-affinity, ScheduleAnyway spread constraints or, for a pod without
+// spread constraints, spreading its controller's pods, least allocated).
+// A pod that fits nowhere gets upstream's PodScheduled=False condition and
+// FailedScheduling event, and is tried again with backoff when a node or a
+// pod changes in a way that may make room.
 //
 // The scheduler keeps per-node sums of what the pods on each node
 // request, updated pod by pod from the informers, so that placing a pod
-// costs O(nodes), not O(pods). A pod chosen for a node is assumed onto it
-// in those sums before its binding is sent, so that a burst of pods
-// spreads out and does not overcommit a node while the informer catches up.
+// costs O(nodes), not O(pods). Only a pod with pod (anti-)affinity or
+// spread constraints walks the other pods, once per attempt, as upstream's
+// PreFilter and PreScore do; the pods with required anti-affinity, and
+// those whose terms score others, are kept apart, so that any other pod is
+// checked against them alone. A pod chosen for a node is assumed onto it
+// before its binding is sent, so that a burst of pods spreads out, does
+// not overcommit a node and honours the burst's own affinity while the
+// informer catches up.
 package scheduler
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,12 +79,15 @@ func DefaultOptions() Options {
 
 // Scheduler places pods on nodes.
 type Scheduler struct {
-	opts     Options
-	client   kubernetes.Interface
-	pods     corelisters.PodLister
-	recorder record.EventRecorder
-	queue    *controller.Queue[string]
-	synced   []toolscache.InformerSynced
+	opts   Options
+	client kubernetes.Interface
+	pods   corelisters.PodLister
+	// namespaces are the Namespaces, whose labels namespaceSelectors of
+	// pod affinity terms select.
+	namespaces toolscache.Store
+	recorder   record.EventRecorder
+	queue      *controller.Queue[string]
+	synced     []toolscache.InformerSynced
 
 	mu    sync.Mutex
 	cache *cache
@@ -86,6 +100,8 @@ type Scheduler struct {
 type attempts struct {
 	count int
 	last  time.Time
+	// waitsOnPods tells that another pod's arrival may let the pod fit.
+	waitsOnPods bool
 }
 
 // New creates the scheduler and registers its informer handlers. It binds
@@ -93,14 +109,16 @@ type attempts struct {
 // through events until ctx ends.
 func New(ctx context.Context, d controller.Deps, events kubernetes.Interface, opts Options) (*Scheduler, error) {
 	core := d.Informers.Core().V1()
+	namespaces := core.Namespaces().Informer()
 	s := &Scheduler{
-		opts:     opts,
-		client:   d.Client,
-		pods:     core.Pods().Lister(),
-		recorder: controller.NewRecorder(ctx, events, Name),
-		cache:    newCache(),
-		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		attempts: map[string]*attempts{},
+		opts:       opts,
+		client:     d.Client,
+		pods:       core.Pods().Lister(),
+		namespaces: namespaces.GetStore(),
+		recorder:   controller.NewRecorder(ctx, events, Name),
+		cache:      newCache(),
+		rng:        rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		attempts:   map[string]*attempts{},
 	}
 	s.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "scheduler", Sync: s.sync})
 	synced, err := controller.Register(
@@ -118,7 +136,7 @@ func New(ctx context.Context, d controller.Deps, events kubernetes.Interface, op
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
-	s.synced = synced
+	s.synced = append(synced, namespaces.HasSynced)
 	return s, nil
 }
 
@@ -136,9 +154,21 @@ func (s *Scheduler) podChanged(oldObj, obj any) {
 	switch {
 	case pod.Spec.NodeName != "" && !terminal(pod):
 		s.mu.Lock()
+		prev := s.cache.pods[pod.UID]
 		s.cache.addPod(pod.UID, newPodInfo(pod, pod.Spec.NodeName, false))
 		delete(s.attempts, cacheKey(pod))
 		s.mu.Unlock()
+		switch {
+		case prev != nil && prev.node == pod.Spec.NodeName && !maps.Equal(prev.labels, pod.Labels):
+			// New labels may match a pending pod's affinity, or no
+			// longer match an anti-affinity that kept one out.
+			s.retryUnschedulable()
+		case prev == nil || prev.node != pod.Spec.NodeName:
+			// A pod new on a node may be what a pending pod's affinity or
+			// spread constraints wait for; one we assumed there was
+			// counted already.
+			s.retryWaitingOnPods()
+		}
 	case pod.Spec.NodeName != "":
 		// A finished pod no longer takes anything from its node.
 		s.mu.Lock()
@@ -228,6 +258,19 @@ func (s *Scheduler) retryUnschedulable() {
 	}
 }
 
+// retryWaitingOnPods queues the pods that fit nowhere for want of other
+// pods (required pod affinity, topology spread), each once its backoff has
+// passed, as upstream's queueing hints move them when a pod is added.
+func (s *Scheduler) retryWaitingOnPods() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, a := range s.attempts {
+		if a.waitsOnPods {
+			s.queue.AddAfter(key, s.remainingBackoff(a))
+		}
+	}
+}
+
 // remainingBackoff is how long a pod still waits: the initial backoff
 // doubled per failed attempt, at most the maximum, from the last attempt.
 func (s *Scheduler) remainingBackoff(a *attempts) time.Duration {
@@ -279,6 +322,7 @@ func (s *Scheduler) schedule(pod *corev1.Pod) (node, unschedulable string, busy 
 		return "", errNoNodes, false
 	}
 	c := newCandidate(pod)
+	c.prepare(s.cache, s.namespaces)
 	d := newDiagnosis(s.cache.numNodes)
 	nodes := make([]feasible, 0, s.cache.numNodes)
 	for name, n := range s.cache.nodes {
@@ -294,6 +338,7 @@ func (s *Scheduler) schedule(pod *corev1.Pod) (node, unschedulable string, busy 
 	if len(nodes) == 0 {
 		return "", d.message(pod), false
 	}
+	c.prescore(s.cache, s.namespaces, nodes)
 	node = c.pick(nodes, s.rng)
 	s.cache.addPod(pod.UID, c.info(node))
 	return node, "", false
@@ -334,6 +379,7 @@ func (s *Scheduler) failed(ctx context.Context, key string, pod *corev1.Pod, msg
 	}
 	a.count++
 	a.last = time.Now()
+	a.waitsOnPods = waitsOnPods(pod)
 	s.mu.Unlock()
 	s.queue.AddAfter(key, maxUnschedulable)
 	s.recorder.Event(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
@@ -373,6 +419,15 @@ func (s *Scheduler) forgetAttempts(key string) {
 	s.mu.Lock()
 	delete(s.attempts, key)
 	s.mu.Unlock()
+}
+
+// waitsOnPods tells whether the pod has constraints that a pod added
+// somewhere may satisfy: required pod affinity, or DoNotSchedule spread
+// constraints (a pod added to the emptiest domain raises the minimum).
+func waitsOnPods(pod *corev1.Pod) bool {
+	return len(requiredPodAffinity(pod)) > 0 || slices.ContainsFunc(pod.Spec.TopologySpreadConstraints, func(tc corev1.TopologySpreadConstraint) bool {
+		return tc.WhenUnsatisfiable == corev1.DoNotSchedule
+	})
 }
 
 // ours tells whether the pod is the default scheduler's to place.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/controllertest"
@@ -121,9 +122,10 @@ func expr(key string, op corev1.NodeSelectorOperator, values ...string) corev1.N
 }
 
 // offline is a scheduler over a cache filled directly, for the decisions
-// alone.
+// alone, with no namespaces known.
 func offline(nodes []*corev1.Node, assigned ...*corev1.Pod) *Scheduler {
-	s := &Scheduler{cache: newCache(), rng: rand.New(rand.NewPCG(1, 2)), attempts: map[string]*attempts{}}
+	s := &Scheduler{cache: newCache(), namespaces: toolscache.NewStore(toolscache.MetaNamespaceKeyFunc),
+		rng: rand.New(rand.NewPCG(1, 2)), attempts: map[string]*attempts{}}
 	for _, n := range nodes {
 		s.cache.setNode(n)
 	}
