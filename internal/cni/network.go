@@ -373,6 +373,24 @@ func (n *Network) SyncRoutes(routes map[string]net.IP) error {
 	return errors.Join(errs...)
 }
 
+// Remove takes the node's side of the pod network away once its pods'
+// networks are torn down: the routes to other nodes' pods, and the bridge
+// with its address and the routes through it.
+func (n *Network) Remove() error {
+	errs := []error{n.SyncRoutes(nil)}
+	br, err := n.nl.LinkByName(BridgeName)
+	switch {
+	case errors.As(err, new(netlink.LinkNotFoundError)):
+	case err != nil:
+		errs = append(errs, fmt.Errorf("look up %s: %w", BridgeName, err))
+	default:
+		if err := n.nl.LinkDel(br); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", BridgeName, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // RouteServiceRanges makes the node's own connections to cluster IPs
 // possible in a node namespace that has no route for them, as a bare
 // namespace made for svcnet has none: a connect() to an unrouted address

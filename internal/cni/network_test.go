@@ -236,3 +236,28 @@ func TestRouteServiceRanges(t *testing.T) {
 		t.Errorf("route to the routed range = %+v, %v; want the existing one via 10.244.1.9", got, err)
 	}
 }
+
+func TestRemove(t *testing.T) {
+	n := testNetwork(t)
+	if err := n.Ensure("10.244.1.0/24"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.SyncRoutes(map[string]net.IP{"10.244.2.0/24": net.ParseIP("10.244.1.50")}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // a second Remove finds nothing to do
+		if err := n.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.nl.LinkByName(BridgeName); err == nil {
+		t.Errorf("%s is still there", BridgeName)
+	}
+	rs, err := n.nl.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 0 {
+		t.Errorf("routes left: %v", rs)
+	}
+}

@@ -72,8 +72,9 @@ type Config struct {
 	Images ImageTable
 	// MaxPods is the pods capacity.
 	MaxPods int
-	// StopPodsOnExit stops every pod and removes its network when the
-	// agent stops (svcnet up); otherwise pods outlive the agent.
+	// StopPodsOnExit stops every pod and removes its network, then the
+	// node's bridge and routes, when the agent stops (svcnet up);
+	// otherwise pods outlive the agent.
 	StopPodsOnExit bool
 	// Self is the svcnet executable that runs shims and built-in images.
 	Self string
@@ -260,6 +261,9 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	a.probes.stopAll()
 	if a.cfg.StopPodsOnExit {
 		a.stopAllPods()
+		if err := a.net.Remove(); err != nil {
+			slog.Warn("remove the node's pod network", "err", err)
+		}
 	}
 	select {
 	case err := <-errc:

@@ -244,10 +244,14 @@ func TestProxyServiceTraffic(t *testing.T) {
 		return ""
 	})
 
-	// Stopping the cluster takes the table with it.
+	// Stopping the cluster takes the table and the bridge (with the
+	// routes through it) with it.
 	c.stop()
 	if out := c.execIn(t, "nft", "list", "ruleset"); strings.Contains(out, proxyTable) {
 		t.Errorf("after svcnet up stopped, the node's ruleset still has our table:\n%s", out)
+	}
+	if out := c.execIn(t, "ip", "-o", "link"); strings.Contains(out, cni.BridgeName) {
+		t.Errorf("after svcnet up stopped, the node still has its bridge:\n%s", out)
 	}
 }
 
