@@ -60,7 +60,9 @@ func compilePodTerms(owner *corev1.Pod, terms []corev1.PodAffinityTerm) []podTer
 }
 
 func compilePodTerm(owner *corev1.Pod, t *corev1.PodAffinityTerm) podTerm {
-	term := podTerm{selector: termSelector(owner.Labels, t), topologyKey: t.TopologyKey}
+	// The API server merged matchLabelKeys and mismatchLabelKeys into the
+	// labelSelector when the pod was created, as upstream's does.
+	term := podTerm{selector: asSelector(t.LabelSelector), topologyKey: t.TopologyKey}
 	if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
 		term.namespaces = sets.New(owner.Namespace)
 	} else {
@@ -70,31 +72,6 @@ func compilePodTerm(owner *corev1.Pod, t *corev1.PodAffinityTerm) podTerm {
 		term.nsSelector = asSelector(t.NamespaceSelector)
 	}
 	return term
-}
-
-// termSelector is the term's labelSelector with matchLabelKeys merged in
-// as `key in (value)` and mismatchLabelKeys as `key notin (value)`, the
-// values from the owner's labels (keys it lacks are skipped). Upstream's
-// API server merges them when the pod is created; svcnet's does not, so
-// the scheduler does, which selects the same pods. A nil labelSelector
-// selects nothing, keys or not.
-func termSelector(ownerLabels map[string]string, t *corev1.PodAffinityTerm) labels.Selector {
-	ls := t.LabelSelector
-	if ls != nil && (len(t.MatchLabelKeys) > 0 || len(t.MismatchLabelKeys) > 0) {
-		ls = ls.DeepCopy()
-		ls.MatchExpressions = appendLabelKeys(ls.MatchExpressions, t.MatchLabelKeys, metav1.LabelSelectorOpIn, ownerLabels)
-		ls.MatchExpressions = appendLabelKeys(ls.MatchExpressions, t.MismatchLabelKeys, metav1.LabelSelectorOpNotIn, ownerLabels)
-	}
-	return asSelector(ls)
-}
-
-func appendLabelKeys(reqs []metav1.LabelSelectorRequirement, keys []string, op metav1.LabelSelectorOperator, ownerLabels map[string]string) []metav1.LabelSelectorRequirement {
-	for _, key := range keys {
-		if value, ok := ownerLabels[key]; ok {
-			reqs = append(reqs, metav1.LabelSelectorRequirement{Key: key, Operator: op, Values: []string{value}})
-		}
-	}
-	return reqs
 }
 
 // asSelector converts a label selector: nil selects nothing, {} selects

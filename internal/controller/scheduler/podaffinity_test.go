@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	podstrategy "github.com/svcnet/svcnet/internal/registry/pod"
 )
 
 const zone = corev1.LabelTopologyZone
@@ -267,6 +269,11 @@ func TestPodAffinityAndSpread(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// As the API server creates them: matchLabelKeys and
+			// mismatchLabelKeys merged into the selectors.
+			for _, p := range append(tt.assigned, tt.pod) {
+				podstrategy.MergeLabelKeys(p)
+			}
 			s := offline(tt.nodes, tt.assigned...)
 			for _, n := range tt.namespaces {
 				if err := s.namespaces.Add(n); err != nil {

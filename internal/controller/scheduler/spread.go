@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 )
@@ -42,24 +41,12 @@ func spreadConstraints(pod *corev1.Pod, action corev1.UnsatisfiableConstraintAct
 			maxSkew:       int(tc.MaxSkew),
 			minDomains:    int(ptr.Deref(tc.MinDomains, 1)),
 			topologyKey:   tc.TopologyKey,
-			selector:      spreadSelector(pod.Labels, tc),
+			selector:      asSelector(tc.LabelSelector), // matchLabelKeys merged in by the API server
 			honorAffinity: ptr.Deref(tc.NodeAffinityPolicy, corev1.NodeInclusionPolicyHonor) == corev1.NodeInclusionPolicyHonor,
 			honorTaints:   ptr.Deref(tc.NodeTaintsPolicy, corev1.NodeInclusionPolicyIgnore) == corev1.NodeInclusionPolicyHonor,
 		})
 	}
 	return out
-}
-
-// spreadSelector is the constraint's labelSelector with `key in (value)`
-// added for each of matchLabelKeys the pod has, as upstream's scheduler
-// merges them. A nil labelSelector selects nothing, keys or not.
-func spreadSelector(podLabels map[string]string, tc *corev1.TopologySpreadConstraint) labels.Selector {
-	ls := tc.LabelSelector
-	if ls != nil && len(tc.MatchLabelKeys) > 0 {
-		ls = ls.DeepCopy()
-		ls.MatchExpressions = appendLabelKeys(ls.MatchExpressions, tc.MatchLabelKeys, metav1.LabelSelectorOpIn, podLabels)
-	}
-	return asSelector(ls)
 }
 
 // spread is upstream's PodTopologySpread filter for one attempt: per

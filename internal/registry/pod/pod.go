@@ -50,6 +50,7 @@ func (strategy) PrepareForCreate(obj runtime.Object) {
 			Message: "Scheduling is blocked due to non-empty scheduling gates",
 		})
 	}
+	MergeLabelKeys(pod)
 	admitServiceAccount(pod)
 	admitPriority(pod)
 	admitTolerations(pod)
