@@ -140,6 +140,7 @@ spec:
           requiredDuringSchedulingIgnoredDuringExecution:
           - labelSelector:
               matchLabels: {app: spread}
+            matchLabelKeys: [pod-template-hash]
             topologyKey: kubernetes.io/hostname
       containers:
       - name: app
@@ -188,5 +189,11 @@ func TestSchedulerPodAntiAffinity(t *testing.T) {
 	}
 	if out := c.must("describe", "pod", pending); !strings.Contains(out, want) {
 		t.Errorf("kubectl describe pod %s:\n%s", pending, out)
+	}
+	// The API server merged matchLabelKeys into the pod's selector.
+	hash := c.must("get", "pod", pending, "-o", "jsonpath={.metadata.labels.pod-template-hash}")
+	term := c.must("get", "pod", pending, "-o", "jsonpath={.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions}")
+	if want := `[{"key":"pod-template-hash","operator":"In","values":["` + hash + `"]}]`; hash == "" || term != want {
+		t.Errorf("pod %s's anti-affinity matchExpressions = %s, want %s", pending, term, want)
 	}
 }
