@@ -280,13 +280,7 @@ func TestPodAffinityAndSpread(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			chosen, msg, busy := s.schedule(tt.pod)
-			if busy {
-				t.Fatal("a new pod is busy")
-			}
-			if got := chosen + msg; got != tt.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
-			}
+			wantSchedule(t, s, tt.pod, tt.want)
 		})
 	}
 }
@@ -398,13 +392,7 @@ func softly(c *corev1.TopologySpreadConstraint) { c.WhenUnsatisfiable = corev1.S
 // spread constraints one at a time, each against least allocated, which
 // alone would choose the other node.
 func TestPodScoring(t *testing.T) {
-	tests := []struct {
-		name     string
-		nodes    []*corev1.Node
-		assigned []*corev1.Pod
-		pod      *corev1.Pod
-		want     string
-	}{
+	tests := []placement{
 		{"preferred affinity", nodes(node("a"), node("b")), []*corev1.Pod{pod("db", onNode("b"), withLabels("app", "db")), load("b")},
 			pod("p", preferring(10, term(corev1.LabelHostname, "db"))), "b"},
 		{"preferred affinity over a zone", nodes(node("a", inZone("z1")), node("b", inZone("z2")), node("c", inZone("z2"))),
@@ -439,12 +427,7 @@ func TestPodScoring(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for range 20 { // ties are random; these are no ties
-				chosen, msg, _ := offline(tt.nodes, tt.assigned...).schedule(tt.pod)
-				if chosen != tt.want {
-					t.Fatalf("chose %q (%s), want %s", chosen, msg, tt.want)
-				}
-			}
+			wantChoice(t, tt.nodes, tt.assigned, tt.pod, tt.want)
 		})
 	}
 }

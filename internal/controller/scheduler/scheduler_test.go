@@ -148,14 +148,7 @@ func TestFilters(t *testing.T) {
 	controlPlane := tainted("node-role.kubernetes.io/control-plane", "", corev1.TaintEffectNoSchedule)
 	cordoned := func(n *corev1.Node) { n.Spec.Unschedulable = true }
 	notReady := func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }
-	tests := []struct {
-		name     string
-		nodes    []*corev1.Node
-		assigned []*corev1.Pod
-		pod      *corev1.Pod
-		// want is the node chosen, or the whole message
-		want string
-	}{
+	tests := []placement{
 		{"no nodes", nil, nil, pod("p"), "no nodes available to schedule pods"},
 		{"selector and taint", nodes(node("cp", controlPlane, labelled("disk", "ssd")), node("a"), node("b")), nil, pod("p", selecting("disk", "ssd")),
 			"0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 " + notHelpful + "."},
@@ -236,15 +229,31 @@ func TestFilters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := offline(tt.nodes, tt.assigned...)
-			chosen, msg, busy := s.schedule(tt.pod)
-			if busy {
-				t.Fatal("a new pod is busy")
-			}
-			if got := chosen + msg; got != tt.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
-			}
+			wantSchedule(t, offline(tt.nodes, tt.assigned...), tt.pod, tt.want)
 		})
+	}
+}
+
+// placement is a table case: a new pod among nodes that hold the assigned
+// pods, and the node it goes to, or the whole message saying why none.
+type placement struct {
+	name     string
+	nodes    []*corev1.Node
+	assigned []*corev1.Pod
+	pod      *corev1.Pod
+	want     string
+}
+
+// wantSchedule schedules a new pod and checks the node chosen, or the
+// message that says why there is none.
+func wantSchedule(t *testing.T, s *Scheduler, pod *corev1.Pod, want string) {
+	t.Helper()
+	chosen, msg, busy := s.schedule(pod)
+	if busy {
+		t.Fatal("a new pod is busy")
+	}
+	if got := chosen + msg; got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
 
@@ -272,13 +281,7 @@ func TestScoring(t *testing.T) {
 		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
 			{Weight: 10, Preference: expr("zone", corev1.NodeSelectorOpIn, "z2")}}}}
 	}
-	tests := []struct {
-		name     string
-		nodes    []*corev1.Node
-		assigned []*corev1.Pod
-		pod      *corev1.Pod
-		want     string
-	}{
+	tests := []placement{
 		{"fewest pods of the same owner", nodes(node("a"), node("b")),
 			[]*corev1.Pod{pod("s1", onNode("a"), ownedBy("rs1")), pod("x1", onNode("b"), ownedBy("rs2")), pod("x2", onNode("b"), ownedBy("rs2"))},
 			pod("p", ownedBy("rs1")), "b"},
@@ -295,13 +298,20 @@ func TestScoring(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for range 20 { // ties are random; these are no ties
-				chosen, msg, _ := offline(tt.nodes, tt.assigned...).schedule(tt.pod)
-				if chosen != tt.want {
-					t.Fatalf("chose %q (%s), want %s", chosen, msg, tt.want)
-				}
-			}
+			wantChoice(t, tt.nodes, tt.assigned, tt.pod, tt.want)
 		})
+	}
+}
+
+// wantChoice places pod among nodes holding assigned 20 times, each on a
+// fresh scheduler, and checks it always goes to want: ties are broken at
+// random, so a test that means no tie must see one answer.
+func wantChoice(t *testing.T, nodes []*corev1.Node, assigned []*corev1.Pod, pod *corev1.Pod, want string) {
+	t.Helper()
+	for range 20 {
+		if chosen, msg, _ := offline(nodes, assigned...).schedule(pod); chosen != want {
+			t.Fatalf("chose %q (%s), want %s", chosen, msg, want)
+		}
 	}
 }
 
