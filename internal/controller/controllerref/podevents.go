@@ -35,6 +35,17 @@ func (e *PodEvents[T]) resolve(namespace string, ref *metav1.OwnerReference) (T,
 	return resolve(ref, e.Kind, func(name string) (T, error) { return e.Get(namespace, name) })
 }
 
+// Added returns the owner of a new pod, for the caller to wake (and note
+// the creation); an orphan wakes the objects that might adopt it.
+func (e *PodEvents[T]) Added(pod *corev1.Pod) (T, bool) {
+	if metav1.GetControllerOfNoCopy(pod) == nil {
+		e.Orphan(pod)
+		var none T
+		return none, false
+	}
+	return e.Owner(pod)
+}
+
 // Orphan wakes the objects that might adopt pod.
 func (e *PodEvents[T]) Orphan(pod *corev1.Pod) {
 	objs, err := e.Selecting(pod)

@@ -50,6 +50,12 @@ func TestPodEventsRouting(t *testing.T) {
 	if _, ok := e.Owner(pod("p", "web", stale)); ok {
 		t.Error("a reference to an earlier a (another UID) resolved")
 	}
+	if got, ok := e.Added(pod("p", "web", refB)); !ok || got != b || wake() != "" {
+		t.Errorf("Added(owned by b) = %v, %v; want b, for the caller to wake", got, ok)
+	}
+	if _, ok := e.Added(pod("p", "web", nil)); ok || wake() != "a,b" {
+		t.Error("a new orphan did not wake the ReplicaSets selecting it")
+	}
 	for _, c := range []struct {
 		name     string
 		old, cur *corev1.Pod

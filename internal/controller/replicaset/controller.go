@@ -141,15 +141,11 @@ func (c *Controller) addPod(obj any) {
 		c.deletePod(pod)
 		return
 	}
-	if metav1.GetControllerOfNoCopy(pod) != nil {
-		if rs, ok := c.podEvents.Owner(pod); ok {
-			key := rs.Namespace + "/" + rs.Name
-			c.expectations.creationObserved(key)
-			c.queue.Add(key)
-		}
-		return
+	if rs, ok := c.podEvents.Added(pod); ok {
+		key := rs.Namespace + "/" + rs.Name
+		c.expectations.creationObserved(key)
+		c.queue.Add(key)
 	}
-	c.podEvents.Orphan(pod)
 }
 
 // updatePod wakes the pod's controller, the controller it had before, and

@@ -119,13 +119,9 @@ func (c *Controller) podAdded(obj any) {
 		c.podDeleted(pod)
 		return
 	}
-	if metav1.GetControllerOfNoCopy(pod) != nil {
-		if set, ok := c.podEvents.Owner(pod); ok {
-			c.enqueue(set)
-		}
-		return
+	if set, ok := c.podEvents.Added(pod); ok {
+		c.enqueue(set)
 	}
-	c.podEvents.Orphan(pod)
 }
 
 // podUpdated wakes the pod's set and the set it had before; an orphan whose
