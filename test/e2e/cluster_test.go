@@ -114,18 +114,30 @@ func (c *cluster) stop() {
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- c.cmd.Wait() }()
+	failure := ""
 	select {
 	case err := <-done:
 		if err != nil {
-			c.t.Errorf("svcnet up exited with %v; log:\n%s", err, c.log)
+			failure = fmt.Sprintf("svcnet up exited with %v", err)
 		}
 	case <-time.After(20 * time.Second):
 		_ = c.cmd.Process.Kill()
 		<-done
-		c.t.Errorf("svcnet up did not stop within 20s of SIGTERM; log:\n%s", c.log)
+		failure = "svcnet up did not stop within 20s of SIGTERM"
 	}
 	c.cmd = nil
+	switch {
+	case failure != "":
+		c.t.Errorf("%s; log:\n%s", failure, c.log)
+	case c.t.Failed():
+		// What the cluster said, for a failure seen only in CI's output.
+		lines := strings.Split(strings.TrimSpace(c.log.String()), "\n")
+		c.t.Logf("the last %d lines of svcnet up's log:\n%s", min(len(lines), logTail), strings.Join(lines[max(0, len(lines)-logTail):], "\n"))
+	}
 }
+
+// logTail is how many lines of the cluster's log a failed test shows.
+const logTail = 300
 
 // restart stops and starts the cluster on the same data dir and ports.
 func (c *cluster) restart() {
