@@ -303,7 +303,9 @@ spec:
 
 		// The StatefulSet recreates a deleted web-0 with a new address:
 		// the name follows the EndpointSlice within a second.
-		c.must("delete", "pod", "web-0", "-n", "stateful", "--wait")
+		// Not --wait: the StatefulSet recreates web-0 under the same name,
+		// and the name following it below is what this test is about.
+		c.must("delete", "pod", "web-0", "-n", "stateful", "--wait=false")
 		sliceClient := c.clientset().DiscoveryV1().EndpointSlices("stateful")
 		var sliceAt, dnsAt time.Time
 		var newIP string
