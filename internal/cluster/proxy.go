@@ -64,7 +64,7 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 		return len(cidrs) > 0 && len(nodeIPs) > 0, nil
 	})
 	if err != nil {
-		return nil // stopped before the node had a pod CIDR
+		return nil // stopped before the node had a pod CIDR and addresses
 	}
 	ns := cni.NamedNamespacePath(o.NetNS)
 	backend, err := newProxyBackend(o.ProxyMode, ns, cidrs, nodeIPs)
