@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -199,34 +200,27 @@ func (b *Backend) Sync(_ context.Context, u proxy.Update) (proxy.Stats, error) {
 
 // plan adds one Service port's sockets and endpoints to w.
 func (b *Backend) plan(w *want, st *proxy.Stats, name types.NamespacedName, p *proxy.ServicePort) {
-	cluster := p.ClusterEndpoints()
-	internal := target{service: name, port: p.Name}
-	w.endpoints[internal] = cluster
-	if p.InternalLocal {
-		w.endpoints[internal] = p.LocalEndpoints()
-		if len(w.endpoints[internal]) == 0 {
-			st.NoLocalEndpoints["internal"]++
+	// serve sends ips on the Service port to t: the node's own endpoints
+	// when the traffic policy is Local, else any.
+	serve := func(t target, local bool, policy string, ips []netip.Addr) {
+		w.endpoints[t] = p.ClusterEndpoints()
+		if local {
+			w.endpoints[t] = p.LocalEndpoints()
+			if len(w.endpoints[t]) == 0 {
+				st.NoLocalEndpoints[policy]++
+			}
+		}
+		w.affinity[t] = p.AffinitySeconds
+		for _, ip := range ips {
+			w.frontends[frontendKey{p.Protocol, netip.AddrPortFrom(ip, uint16(p.Port))}] = t
 		}
 	}
-	w.affinity[internal] = p.AffinitySeconds
-	for _, ip := range p.ClusterIPs {
-		w.frontends[frontendKey{p.Protocol, netip.AddrPortFrom(ip, uint16(p.Port))}] = internal
-	}
+	serve(target{service: name, port: p.Name}, p.InternalLocal, "internal", p.ClusterIPs)
 	if !p.ExternallyAccessible() {
 		return
 	}
 	external := target{service: name, port: p.Name, external: true}
-	w.endpoints[external] = cluster
-	if p.ExternalLocal {
-		w.endpoints[external] = p.LocalEndpoints()
-		if len(w.endpoints[external]) == 0 {
-			st.NoLocalEndpoints["external"]++
-		}
-	}
-	w.affinity[external] = p.AffinitySeconds
-	for _, ip := range append(p.ExternalIPs, p.LoadBalancerIPs...) {
-		w.frontends[frontendKey{p.Protocol, netip.AddrPortFrom(ip, uint16(p.Port))}] = external
-	}
+	serve(external, p.ExternalLocal, "external", append(slices.Clone(p.ExternalIPs), p.LoadBalancerIPs...))
 	if p.NodePort != 0 {
 		w.frontends[frontendKey{p.Protocol, netip.AddrPortFrom(b.cfg.NodePortAddress, uint16(p.NodePort))}] = external
 	}
