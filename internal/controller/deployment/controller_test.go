@@ -41,10 +41,13 @@ type cluster struct {
 	c     *Controller
 	clock *clocktesting.FakePassiveClock
 
-	mu         sync.Mutex
-	version    int      // the last resourceVersion handed out
-	ready      bool     // new pods are available at once
-	violations []string // broken rollout bounds, seen at writes
+	mu      sync.Mutex
+	version int  // the last resourceVersion handed out
+	ready   bool // new pods are available at once
+	// lateDeletes holds back the pod deletions of a scale-down until
+	// catchUp: the ReplicaSet keeps its pods and its status meanwhile.
+	lateDeletes bool
+	violations  []string // broken rollout bounds, seen at writes
 	// bounds are the pod and availability limits checked at every
 	// ReplicaSet write, zero for none.
 	maxPods, minAvailable int32
@@ -86,7 +89,7 @@ func (k *cluster) createReplicaSet(a k8stesting.Action) (bool, runtime.Object, e
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	rs.ResourceVersion = k.nextVersion()
-	k.playReplicaSetController(rs, 0, 1)
+	k.playReplicaSetController(rs, appsv1.ReplicaSetStatus{}, 1)
 	return false, nil, nil
 }
 
@@ -114,7 +117,7 @@ func (k *cluster) updateReplicaSet(a k8stesting.Action) (bool, runtime.Object, e
 		rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = n, n
 	} else {
 		rs.UID = old.UID
-		k.playReplicaSetController(rs, old.Status.AvailableReplicas, old.Generation+1)
+		k.playReplicaSetController(rs, old.Status, old.Generation+1)
 	}
 	rs.ResourceVersion = k.nextVersion()
 	return true, rs, k.cs.Tracker().Update(replicaSetsResource, rs, rs.Namespace)
@@ -163,17 +166,24 @@ func (k *cluster) checkVersion(obj, stored metav1.Object) error {
 // playReplicaSetController sets the status a ReplicaSet controller would
 // report once it created or deleted pods for a spec write (new pods are
 // available only when ready is set; scaling down deletes unavailable pods
-// first), and checks the rollout bounds over all ReplicaSets as they will
-// be. k.mu is held.
-func (k *cluster) playReplicaSetController(rs *appsv1.ReplicaSet, available int32, generation int64) {
+// first; with lateDeletes a scale-down waits for catchUp), and checks the
+// rollout bounds over the pods of all ReplicaSets. was is the status
+// before the write. k.mu is held.
+func (k *cluster) playReplicaSetController(rs *appsv1.ReplicaSet, was appsv1.ReplicaSetStatus, generation int64) {
 	n := *rs.Spec.Replicas
-	if k.ready {
-		available = n
-	}
-	available = min(available, n)
 	rs.Generation = generation
-	rs.Status = appsv1.ReplicaSetStatus{Replicas: n, ReadyReplicas: available, AvailableReplicas: available,
-		FullyLabeledReplicas: n, ObservedGeneration: generation, TerminatingReplicas: ptr.To[int32](0)}
+	if k.lateDeletes && n < was.Replicas {
+		// The pods to delete still run, and the status still counts them.
+		rs.Status = was
+	} else {
+		available := was.AvailableReplicas
+		if k.ready {
+			available = n
+		}
+		available = min(available, n)
+		rs.Status = appsv1.ReplicaSetStatus{Replicas: n, ReadyReplicas: available, AvailableReplicas: available,
+			FullyLabeledReplicas: n, ObservedGeneration: generation, TerminatingReplicas: ptr.To[int32](0)}
+	}
 	if k.maxPods == 0 {
 		return
 	}
@@ -184,6 +194,27 @@ func (k *cluster) playReplicaSetController(rs *appsv1.ReplicaSet, available int3
 	}
 	if avail := sum(all, availableReplicas); avail < k.minAvailable {
 		k.violations = append(k.violations, fmt.Sprintf("%d pods available after writing %s, fewer than %d: %s", avail, rs.Name, k.minAvailable, render(all)))
+	}
+}
+
+// catchUp carries out the scale-down of the named ReplicaSet that
+// lateDeletes held back: its surplus pods go, the available ones last.
+func (k *cluster) catchUp(name string) {
+	k.t.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	stored, err := k.cs.Tracker().Get(replicaSetsResource, ns, name)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	rs := stored.(*appsv1.ReplicaSet).DeepCopy()
+	late := k.lateDeletes
+	k.lateDeletes = false
+	k.playReplicaSetController(rs, rs.Status, rs.Generation)
+	k.lateDeletes = late
+	rs.ResourceVersion = k.nextVersion()
+	if err := k.cs.Tracker().Update(replicaSetsResource, rs, ns); err != nil {
+		k.t.Fatal(err)
 	}
 }
 
@@ -430,6 +461,43 @@ func TestRollingUpdateRespectsSurgeAndUnavailable(t *testing.T) {
 	if got.Annotations[RevisionAnnotation] != "2" || got.Status.UpdatedReplicas != 4 || got.Status.Replicas != 4 || got.Status.AvailableReplicas != 4 {
 		t.Errorf("revision %q, status %+v", got.Annotations[RevisionAnnotation], got.Status)
 	}
+}
+
+// TestRollingUpdateWaitsForScaleDownsToBeCarriedOut plays the race
+// between the ReplicaSets' controllers that the new one always wins: an
+// old ReplicaSet scaled down keeps its pods, and a status that counts
+// them, until catchUp. The rollout must neither surge past maxSurge over
+// those pods nor count their availability twice.
+func TestRollingUpdateWaitsForScaleDownsToBeCarriedOut(t *testing.T) {
+	d := deployment("web", 4)
+	rollingBounds(d, 1, 1)
+	k := start(t, d)
+	first := rsName(d)
+	k.wantReplicaSets("1:" + first + "=4/0")
+	k.release(first)
+	k.wantCondition("web", appsv1.DeploymentProgressing, corev1.ConditionTrue, reasonNewRSAvailable, fmt.Sprintf("ReplicaSet %q has successfully progressed.", first))
+
+	k.setBounds(5, 3)
+	k.mu.Lock()
+	k.lateDeletes = true
+	k.mu.Unlock()
+	k.change("web", setImage("nginx:2"))
+	second := rsName(k.get("web"))
+	// One pod surges and one old pod is to go; while it still runs, the
+	// new ReplicaSet does not grow.
+	k.wantReplicaSets("1:" + first + "=3/4 2:" + second + "=1/0")
+	// The surge pod is available: one more old pod may go, not two,
+	// although the old status still counts four available.
+	k.release(second)
+	k.wantReplicaSets("1:" + first + "=2/4 2:" + second + "=1/1")
+	k.catchUp(first)
+	k.wantReplicaSets("1:" + first + "=2/2 2:" + second + "=3/1")
+	k.release(second)
+	k.wantReplicaSets("1:" + first + "=0/2 2:" + second + "=3/3")
+	k.catchUp(first)
+	k.wantReplicaSets("1:" + first + "=0/0 2:" + second + "=4/3")
+	k.release(second)
+	k.wantCondition("web", appsv1.DeploymentProgressing, corev1.ConditionTrue, reasonNewRSAvailable, fmt.Sprintf("ReplicaSet %q has successfully progressed.", second))
 }
 
 func TestRollingUpdateCleansUnhealthyOldPodsFirst(t *testing.T) {

@@ -62,13 +62,13 @@ func hasRevisionHistoryLimit(d *appsv1.Deployment) bool {
 }
 
 // newReplicaSetReplicas is the size the new ReplicaSet may grow to now:
-// for a rolling update as far as maxSurge allows, for Recreate the full
-// count.
+// for a rolling update as far as maxSurge allows over the pods that may
+// be running, for Recreate the full count.
 func newReplicaSetReplicas(d *appsv1.Deployment, all []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet) int32 {
 	if !isRollingUpdate(d) {
 		return *d.Spec.Replicas
 	}
-	current := sum(all, specReplicas)
+	current := sum(all, runningReplicas)
 	maxTotal := *d.Spec.Replicas + maxSurge(d)
 	if current >= maxTotal {
 		return replicas(newRS)

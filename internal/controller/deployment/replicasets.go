@@ -181,6 +181,23 @@ func statusReplicas(rs *appsv1.ReplicaSet) int32    { return rs.Status.Replicas 
 func readyReplicas(rs *appsv1.ReplicaSet) int32     { return rs.Status.ReadyReplicas }
 func availableReplicas(rs *appsv1.ReplicaSet) int32 { return rs.Status.AvailableReplicas }
 
+// The rolling update decides on what the ReplicaSets' pods will be once
+// their controller catches up with their spec, whichever way the race
+// between the ReplicaSets' controllers goes. Upstream counts replicas and
+// status as they stand; a ReplicaSet scaled down whose status still counts
+// the pods it is about to delete then lets a rollout run more pods than
+// maxSurge allows and, worse, fewer available than maxUnavailable allows.
+
+// runningReplicas are the pods a ReplicaSet may run before it catches up:
+// its replicas, or more while the pods of a scale-down are not yet gone.
+func runningReplicas(rs *appsv1.ReplicaSet) int32 { return max(replicas(rs), rs.Status.Replicas) }
+
+// keptAvailable are the available pods a ReplicaSet keeps: its status
+// counts them, but it keeps no more than its replicas.
+func keptAvailable(rs *appsv1.ReplicaSet) int32 {
+	return min(rs.Status.AvailableReplicas, replicas(rs))
+}
+
 // terminatingReplicas adds up the ReplicaSets' terminating pods; it is
 // unknown (nil) when one of them does not report it.
 func terminatingReplicas(rss []*appsv1.ReplicaSet) *int32 {

@@ -60,7 +60,7 @@ func (c *Controller) reconcileOldReplicaSets(ctx context.Context, d *appsv1.Depl
 		return false, nil
 	}
 	minAvailable := *d.Spec.Replicas - maxUnavailable(d)
-	newUnavailable := replicas(newRS) - newRS.Status.AvailableReplicas
+	newUnavailable := replicas(newRS) - keptAvailable(newRS)
 	maxScaledDown := sum(all, specReplicas) - minAvailable - newUnavailable
 	if maxScaledDown <= 0 {
 		return false, nil
@@ -102,10 +102,11 @@ func (c *Controller) cleanupUnhealthyReplicas(ctx context.Context, d *appsv1.Dep
 }
 
 // scaleDownOldForRollingUpdate scales old ReplicaSets down, oldest first,
-// by as many pods as are available beyond replicas - maxUnavailable.
+// by as many pods as are available beyond replicas - maxUnavailable
+// (counting only the available pods each ReplicaSet keeps).
 func (c *Controller) scaleDownOldForRollingUpdate(ctx context.Context, d *appsv1.Deployment, all, oldRSs []*appsv1.ReplicaSet) (int32, error) {
 	minAvailable := *d.Spec.Replicas - maxUnavailable(d)
-	available := sum(all, availableReplicas)
+	available := sum(all, keptAvailable)
 	if available <= minAvailable {
 		return 0, nil
 	}
