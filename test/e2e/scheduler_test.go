@@ -196,4 +196,28 @@ func TestSchedulerPodAntiAffinity(t *testing.T) {
 	if want := `[{"key":"pod-template-hash","operator":"In","values":["` + hash + `"]}]`; hash == "" || term != want {
 		t.Errorf("pod %s's anti-affinity matchExpressions = %s, want %s", pending, term, want)
 	}
+	// A key both in the selector and in matchLabelKeys is refused once
+	// merged, in upstream's words.
+	out, err := c.kubectl(twiceSpread, "apply", "-f", "-")
+	if want := `The Pod "twice" is invalid: spec.topologySpreadConstraints[0][0]: Invalid value: "app": exists in both matchLabelKeys and labelSelector`; err == nil || !strings.Contains(out, want) {
+		t.Errorf("kubectl apply of a pod with app in matchLabels and matchLabelKeys: %v\n%s\nwant %s", err, out, want)
+	}
 }
+
+const twiceSpread = `apiVersion: v1
+kind: Pod
+metadata:
+  name: twice
+  labels: {app: spread}
+spec:
+  topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: kubernetes.io/hostname
+    whenUnsatisfiable: DoNotSchedule
+    labelSelector:
+      matchLabels: {app: spread}
+    matchLabelKeys: [app]
+  containers:
+  - name: app
+    image: nginx
+`

@@ -198,6 +198,44 @@ func TestValidate(t *testing.T) {
 		{"ephemeral on create", func(p *corev1.Pod) {
 			p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
 		}, []string{"spec.ephemeralContainers: Forbidden: cannot be set on create"}},
+		{"matchLabelKeys also in the selector", func(p *corev1.Pod) {
+			p.Labels = map[string]string{"app": "web"}
+			p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: "zone", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, MatchLabelKeys: []string{"app"}}}}}
+		}, []string{`spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0][0]: Invalid value: "app": exists in both matchLabelKeys and labelSelector`}},
+		{"label keys without a selector", func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+				Weight: 1, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "zone", MismatchLabelKeys: []string{"tenant"}}}}}}
+		}, []string{"spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.mismatchLabelKeys: Forbidden: must not be specified when labelSelector is not set"}},
+		{"a key to match and to mismatch", func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: "zone", LabelSelector: &metav1.LabelSelector{}, MatchLabelKeys: []string{"tenant", "bad key"}, MismatchLabelKeys: []string{"tenant"}}}}}
+		}, []string{
+			`spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].matchLabelKeys[1]: Invalid value: "bad key": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+			`spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].matchLabelKeys[0]: Invalid value: "tenant": exists in both matchLabelKeys and mismatchLabelKeys`,
+		}},
+		{"topology spread", func(p *corev1.Pod) {
+			zero := int32(0)
+			sometimes := corev1.NodeInclusionPolicy("Sometimes")
+			p.Labels = map[string]string{"app": "web"}
+			app := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{
+				{MaxSkew: 0, TopologyKey: "zone", WhenUnsatisfiable: corev1.DoNotSchedule, NodeTaintsPolicy: &sometimes},
+				{MaxSkew: 1, WhenUnsatisfiable: "Maybe", MinDomains: &zero},
+				{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: app, MatchLabelKeys: []string{"app"}},
+				{MaxSkew: 1, TopologyKey: "host", WhenUnsatisfiable: corev1.ScheduleAnyway, MatchLabelKeys: []string{"app"}},
+			}
+		}, []string{
+			"spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero",
+			`spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}: Duplicate value: "{zone, DoNotSchedule}"`,
+			`spec.topologySpreadConstraints[0].nodeTaintsPolicy: Unsupported value: "Sometimes": supported values: "Honor", "Ignore"`,
+			"spec.topologySpreadConstraints[1].topologyKey: Required value: can not be empty",
+			`spec.topologySpreadConstraints[1].whenUnsatisfiable: Unsupported value: "Maybe": supported values: "DoNotSchedule", "ScheduleAnyway"`,
+			"spec.topologySpreadConstraints[1].minDomains: Invalid value: 0: must be greater than zero",
+			"spec.topologySpreadConstraints[1].minDomains: Invalid value: 0: can only use minDomains if whenUnsatisfiable=DoNotSchedule, not Maybe",
+			`spec.topologySpreadConstraints[2][0]: Invalid value: "app": exists in both matchLabelKeys and labelSelector`,
+			"spec.topologySpreadConstraints[3].matchLabelKeys: Forbidden: must not be specified when labelSelector is not set",
+		}},
 		{"deletion cost", func(p *corev1.Pod) { p.Annotations = map[string]string{deletionCostAnnotation: "lots"} },
 			[]string{`metadata.annotations[controller.kubernetes.io/pod-deletion-cost]: Invalid value: "lots": must be a 32bit integer`}},
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,8 @@ var (
 	tolerationOps      = []corev1.TolerationOperator{corev1.TolerationOpEqual, corev1.TolerationOpExists}
 	fsGroupPolicies    = []corev1.PodFSGroupChangePolicy{corev1.FSGroupChangeAlways, corev1.FSGroupChangeOnRootMismatch}
 	osNames            = []corev1.OSName{corev1.Linux, corev1.Windows}
+	unsatisfiable      = []corev1.UnsatisfiableConstraintAction{corev1.DoNotSchedule, corev1.ScheduleAnyway}
+	inclusionPolicies  = []corev1.NodeInclusionPolicy{corev1.NodeInclusionPolicyHonor, corev1.NodeInclusionPolicyIgnore}
 	sysctlName         = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
 )
 
@@ -57,6 +60,7 @@ func PodSpec(spec *corev1.PodSpec, pod *metav1.ObjectMeta, p *field.Path) field.
 	errs = append(errs, podSecurityContext(spec, p.Child("securityContext"))...)
 	errs = append(errs, affinity(spec.Affinity, p.Child("affinity"))...)
 	errs = append(errs, dnsConfig(spec.DNSConfig, spec.DNSPolicy, p.Child("dnsConfig"))...)
+	errs = append(errs, topologySpread(spec.TopologySpreadConstraints, p.Child("topologySpreadConstraints"))...)
 	for i, gate := range spec.ReadinessGates {
 		errs = append(errs, QualifiedName(string(gate.ConditionType), p.Child("readinessGates").Index(i).Child("conditionType"))...)
 	}
@@ -354,10 +358,103 @@ func podAffinityTerm(term corev1.PodAffinityTerm, p *field.Path) field.ErrorList
 	for _, name := range term.Namespaces {
 		errs = append(errs, Name(apivalidation.ValidateNamespaceName, name, p.Child("namespace"))...)
 	}
+	errs = append(errs, labelKeys(term.MatchLabelKeys, term.MismatchLabelKeys, term.LabelSelector, p)...)
 	if term.TopologyKey == "" {
 		errs = append(errs, field.Required(p.Child("topologyKey"), "can not be empty"))
 	}
 	return append(errs, metavalidation.ValidateLabelName(term.TopologyKey, p.Child("topologyKey"))...)
+}
+
+// labelKeys checks the matchLabelKeys and mismatchLabelKeys of a pod
+// affinity term or a topology spread constraint, as upstream's
+// validateMatchLabelKeysAndMismatchLabelKeys: valid label names, a
+// selector to merge them into, and no key both in matchLabelKeys and in
+// the user's own selector. A new pod's selector already holds its
+// matchLabelKeys as requirements (MergeLabelKeys), so such a key shows
+// as a requirement on a key the selector names before; upstream reports
+// it at p's index of the key.
+func labelKeys(match, mismatch []string, sel *metav1.LabelSelector, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, keys := range []struct {
+		list []string
+		path *field.Path
+	}{{match, p.Child("matchLabelKeys")}, {mismatch, p.Child("mismatchLabelKeys")}} {
+		switch {
+		case len(keys.list) == 0:
+		case sel == nil:
+			errs = append(errs, field.Forbidden(keys.path, "must not be specified when labelSelector is not set"))
+		default:
+			for i, key := range keys.list {
+				errs = append(errs, metavalidation.ValidateLabelName(key, keys.path.Index(i))...)
+			}
+		}
+	}
+	if sel != nil {
+		index := map[string]int{}
+		for i, key := range match {
+			index[key] = i
+		}
+		seen := map[string]bool{}
+		for key := range sel.MatchLabels {
+			seen[key] = true
+		}
+		for _, req := range sel.MatchExpressions {
+			if i, ok := index[req.Key]; ok && seen[req.Key] {
+				errs = append(errs, field.Invalid(p.Index(i), req.Key, "exists in both matchLabelKeys and labelSelector"))
+			}
+			seen[req.Key] = true
+		}
+	}
+	for i, key := range match {
+		if slices.Contains(mismatch, key) {
+			errs = append(errs, field.Invalid(p.Child("matchLabelKeys").Index(i), key, "exists in both matchLabelKeys and mismatchLabelKeys"))
+		}
+	}
+	return errs
+}
+
+// topologySpread checks topology spread constraints as upstream's
+// validateTopologySpreadConstraints.
+func topologySpread(constraints []corev1.TopologySpreadConstraint, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, c := range constraints {
+		cp := p.Index(i)
+		if c.MaxSkew <= 0 {
+			errs = append(errs, field.Invalid(cp.Child("maxSkew"), c.MaxSkew, "must be greater than zero"))
+		}
+		if c.TopologyKey == "" {
+			errs = append(errs, field.Required(cp.Child("topologyKey"), "can not be empty"))
+		}
+		if !slices.Contains(unsatisfiable, c.WhenUnsatisfiable) {
+			errs = append(errs, field.NotSupported(cp.Child("whenUnsatisfiable"), c.WhenUnsatisfiable, unsatisfiable))
+		}
+		// {topologyKey, whenUnsatisfiable} names one kind of constraint.
+		if slices.ContainsFunc(constraints[i+1:], func(o corev1.TopologySpreadConstraint) bool {
+			return o.TopologyKey == c.TopologyKey && o.WhenUnsatisfiable == c.WhenUnsatisfiable
+		}) {
+			errs = append(errs, field.Duplicate(cp.Child("{topologyKey, whenUnsatisfiable}"), fmt.Sprintf("{%v, %v}", c.TopologyKey, c.WhenUnsatisfiable)))
+		}
+		if m := c.MinDomains; m != nil {
+			if *m <= 0 {
+				errs = append(errs, field.Invalid(cp.Child("minDomains"), m, "must be greater than zero"))
+			}
+			if c.WhenUnsatisfiable != corev1.DoNotSchedule {
+				errs = append(errs, field.Invalid(cp.Child("minDomains"), m, fmt.Sprintf("can only use minDomains if whenUnsatisfiable=%s, not %s", corev1.DoNotSchedule, c.WhenUnsatisfiable)))
+			}
+		}
+		errs = append(errs, inclusionPolicy(c.NodeAffinityPolicy, cp.Child("nodeAffinityPolicy"))...)
+		errs = append(errs, inclusionPolicy(c.NodeTaintsPolicy, cp.Child("nodeTaintsPolicy"))...)
+		errs = append(errs, labelKeys(c.MatchLabelKeys, nil, c.LabelSelector, cp)...)
+		errs = append(errs, metavalidation.ValidateLabelSelector(c.LabelSelector, metavalidation.LabelSelectorValidationOptions{}, cp.Child("labelSelector"))...)
+	}
+	return errs
+}
+
+func inclusionPolicy(policy *corev1.NodeInclusionPolicy, p *field.Path) field.ErrorList {
+	if policy == nil || slices.Contains(inclusionPolicies, *policy) {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(p, *policy, inclusionPolicies)}
 }
 
 // NodeSelector checks a required node selector (pod node affinity, volume
