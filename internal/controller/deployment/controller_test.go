@@ -433,14 +433,23 @@ func TestNewReplicaSet(t *testing.T) {
 	}
 }
 
-func TestRollingUpdateRespectsSurgeAndUnavailable(t *testing.T) {
-	d := deployment("web", 4)
-	rollingBounds(d, 1, 1)
+// rolledOut starts the controller on a Deployment "web" of replicas
+// with the rolling bounds given, and waits until its first ReplicaSet is
+// all available and the rollout complete.
+func rolledOut(t *testing.T, replicas int32, surge, unavailable int) (*cluster, string) {
+	t.Helper()
+	d := deployment("web", replicas)
+	rollingBounds(d, surge, unavailable)
 	k := start(t, d)
 	first := rsName(d)
-	k.wantReplicaSets("1:" + first + "=4/0")
+	k.wantReplicaSets(fmt.Sprintf("1:%s=%d/0", first, replicas))
 	k.release(first)
 	k.wantCondition("web", appsv1.DeploymentProgressing, corev1.ConditionTrue, reasonNewRSAvailable, fmt.Sprintf("ReplicaSet %q has successfully progressed.", first))
+	return k, first
+}
+
+func TestRollingUpdateRespectsSurgeAndUnavailable(t *testing.T) {
+	k, first := rolledOut(t, 4, 1, 1)
 
 	k.setBounds(5, 3)
 	k.change("web", setImage("nginx:2"))
@@ -469,13 +478,7 @@ func TestRollingUpdateRespectsSurgeAndUnavailable(t *testing.T) {
 // them, until catchUp. The rollout must neither surge past maxSurge over
 // those pods nor count their availability twice.
 func TestRollingUpdateWaitsForScaleDownsToBeCarriedOut(t *testing.T) {
-	d := deployment("web", 4)
-	rollingBounds(d, 1, 1)
-	k := start(t, d)
-	first := rsName(d)
-	k.wantReplicaSets("1:" + first + "=4/0")
-	k.release(first)
-	k.wantCondition("web", appsv1.DeploymentProgressing, corev1.ConditionTrue, reasonNewRSAvailable, fmt.Sprintf("ReplicaSet %q has successfully progressed.", first))
+	k, first := rolledOut(t, 4, 1, 1)
 
 	k.setBounds(5, 3)
 	k.mu.Lock()
