@@ -36,13 +36,7 @@ type podInfo struct {
 	// terminating pods still count for pod affinity but not for topology
 	// spread, as upstream's.
 	terminating bool
-	// antiAffinity are the pod's required anti-affinity terms, which keep
-	// the pods they match out of its topology domains.
-	antiAffinity []podTerm
-	// affinity (required) and the preferred terms draw the pods they
-	// match to the pod's domains, or push them away, in scoring.
-	affinity                                 []podTerm
-	preferredAffinity, preferredAntiAffinity []weightedPodTerm
+	affinityTerms
 }
 
 // scoresOthers tells whether the pod's terms take part in scoring the
@@ -167,20 +161,16 @@ func (c *cache) deleteNode(name string) {
 // newPodInfo is what pod takes on node.
 func newPodInfo(pod *corev1.Pod, node string, assumed bool) *podInfo {
 	return &podInfo{
-		node:         node,
-		requests:     podRequests(pod, false),
-		nonZero:      podRequests(pod, true),
-		ports:        podHostPorts(pod),
-		owner:        controllerUID(pod),
-		assumed:      assumed,
-		namespace:    pod.Namespace,
-		labels:       pod.Labels,
-		terminating:  pod.DeletionTimestamp != nil,
-		antiAffinity: compilePodTerms(pod, requiredPodAntiAffinity(pod)),
-
-		affinity:              compilePodTerms(pod, requiredPodAffinity(pod)),
-		preferredAffinity:     compileWeightedTerms(pod, preferredPodAffinity(pod)),
-		preferredAntiAffinity: compileWeightedTerms(pod, preferredPodAntiAffinity(pod)),
+		node:          node,
+		requests:      podRequests(pod, false),
+		nonZero:       podRequests(pod, true),
+		ports:         podHostPorts(pod),
+		owner:         controllerUID(pod),
+		assumed:       assumed,
+		namespace:     pod.Namespace,
+		labels:        pod.Labels,
+		terminating:   pod.DeletionTimestamp != nil,
+		affinityTerms: compileAffinity(pod),
 	}
 }
 

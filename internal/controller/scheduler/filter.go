@@ -44,21 +44,20 @@ type candidate struct {
 	// required node affinity.
 	required  []nodeTerm
 	preferred []weightedTerm
-	// affinity and antiAffinity are the required pod (anti-)affinity
-	// terms, and spread the DoNotSchedule topology spread constraints;
-	// nil without any.
-	affinity, antiAffinity []podTerm
-	spread                 []spreadConstraint
+	// affinityTerms are the pod (anti-)affinity terms: the required ones
+	// filter, the preferred ones score.
+	affinityTerms
+	// spread are the DoNotSchedule topology spread constraints; nil
+	// without any.
+	spread []spreadConstraint
 	// interPod and topology are what those need of the other pods,
 	// counted once per attempt by prepare; nil when nothing needs it.
 	interPod *interPod
 	topology *spread
 
-	// preferredAffinity and preferredAntiAffinity are the preferred pod
-	// (anti-)affinity terms, and softSpread the ScheduleAnyway spread
-	// constraints, for scoring; nil without any.
-	preferredAffinity, preferredAntiAffinity []weightedPodTerm
-	softSpread                               []spreadConstraint
+	// softSpread are the ScheduleAnyway spread constraints, for scoring;
+	// nil without any.
+	softSpread []spreadConstraint
 	// affinityScores and spreadScores are what scoring needs of the
 	// other pods, counted by prescore; nil when nothing needs it.
 	affinityScores topologyScores
@@ -73,13 +72,9 @@ func newCandidate(pod *corev1.Pod) *candidate {
 		ports:    podHostPorts(pod),
 		owner:    controllerUID(pod),
 
-		affinity:     compilePodTerms(pod, requiredPodAffinity(pod)),
-		antiAffinity: compilePodTerms(pod, requiredPodAntiAffinity(pod)),
-		spread:       spreadConstraints(pod, corev1.DoNotSchedule),
-
-		preferredAffinity:     compileWeightedTerms(pod, preferredPodAffinity(pod)),
-		preferredAntiAffinity: compileWeightedTerms(pod, preferredPodAntiAffinity(pod)),
-		softSpread:            spreadConstraints(pod, corev1.ScheduleAnyway),
+		affinityTerms: compileAffinity(pod),
+		spread:        spreadConstraints(pod, corev1.DoNotSchedule),
+		softSpread:    spreadConstraints(pod, corev1.ScheduleAnyway),
 	}
 	if len(pod.Spec.NodeSelector) > 0 {
 		c.selector = labels.SelectorFromSet(pod.Spec.NodeSelector)
@@ -121,8 +116,7 @@ func (c *candidate) prescore(ca *cache, namespaces toolscache.Store, nodes []fea
 func (c *candidate) info(node string) *podInfo {
 	return &podInfo{
 		node: node, requests: c.requests, nonZero: c.nonZero, ports: c.ports, owner: c.owner, assumed: true,
-		namespace: c.pod.Namespace, labels: c.pod.Labels, antiAffinity: c.antiAffinity,
-		affinity: c.affinity, preferredAffinity: c.preferredAffinity, preferredAntiAffinity: c.preferredAntiAffinity,
+		namespace: c.pod.Namespace, labels: c.pod.Labels, affinityTerms: c.affinityTerms,
 	}
 }
 

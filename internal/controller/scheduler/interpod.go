@@ -32,31 +32,49 @@ type podTerm struct {
 // topologyPair is one topology domain: a node label and its value.
 type topologyPair struct{ key, value string }
 
-func requiredPodAffinity(pod *corev1.Pod) []corev1.PodAffinityTerm {
-	if a := pod.Spec.Affinity; a != nil && a.PodAffinity != nil {
-		return a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-	}
-	return nil
+// affinityTerms are a pod's compiled pod affinity and anti-affinity
+// terms, nil where it has none. Required affinity and the preferred terms
+// draw the pods they match to the pod's domains, or push them away, in
+// scoring; required anti-affinity keeps the pods it matches out of them.
+type affinityTerms struct {
+	affinity, antiAffinity                   []podTerm
+	preferredAffinity, preferredAntiAffinity []weightedPodTerm
 }
 
-func requiredPodAntiAffinity(pod *corev1.Pod) []corev1.PodAffinityTerm {
-	if a := pod.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
-		return a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+// compileAffinity compiles pod's pod affinity and anti-affinity terms.
+func compileAffinity(pod *corev1.Pod) affinityTerms {
+	var t affinityTerms
+	a := pod.Spec.Affinity
+	if a == nil {
+		return t
 	}
-	return nil
+	if pa := a.PodAffinity; pa != nil {
+		t.affinity = compilePodTerms(pod, pa.RequiredDuringSchedulingIgnoredDuringExecution)
+		t.preferredAffinity = compileWeightedTerms(pod, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+	if pa := a.PodAntiAffinity; pa != nil {
+		t.antiAffinity = compilePodTerms(pod, pa.RequiredDuringSchedulingIgnoredDuringExecution)
+		t.preferredAntiAffinity = compileWeightedTerms(pod, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+	return t
 }
 
-// compilePodTerms compiles the affinity terms of owner; nil without any,
-// so that pods without terms cost nothing further.
-func compilePodTerms(owner *corev1.Pod, terms []corev1.PodAffinityTerm) []podTerm {
+// mapTerms applies f to each of terms; nil without any, so that pods
+// without terms cost nothing further.
+func mapTerms[T, U any](terms []T, f func(*T) U) []U {
 	if len(terms) == 0 {
 		return nil
 	}
-	out := make([]podTerm, len(terms))
+	out := make([]U, len(terms))
 	for i := range terms {
-		out[i] = compilePodTerm(owner, &terms[i])
+		out[i] = f(&terms[i])
 	}
 	return out
+}
+
+// compilePodTerms compiles the affinity terms of owner.
+func compilePodTerms(owner *corev1.Pod, terms []corev1.PodAffinityTerm) []podTerm {
+	return mapTerms(terms, func(t *corev1.PodAffinityTerm) podTerm { return compilePodTerm(owner, t) })
 }
 
 func compilePodTerm(owner *corev1.Pod, t *corev1.PodAffinityTerm) podTerm {
@@ -168,14 +186,7 @@ func newInterPod(c *cache, cand *candidate, namespaces toolscache.Store) *interP
 }
 
 func resolveAll(terms []podTerm, namespaces toolscache.Store) []podTerm {
-	if len(terms) == 0 {
-		return nil
-	}
-	out := make([]podTerm, len(terms))
-	for i := range terms {
-		out[i] = terms[i].resolved(namespaces)
-	}
-	return out
+	return mapTerms(terms, func(t *podTerm) podTerm { return t.resolved(namespaces) })
 }
 
 // existingAntiAffinity counts, per domain, the required anti-affinity

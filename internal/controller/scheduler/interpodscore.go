@@ -17,40 +17,16 @@ type weightedPodTerm struct {
 	weight int64
 }
 
-func preferredPodAffinity(pod *corev1.Pod) []corev1.WeightedPodAffinityTerm {
-	if a := pod.Spec.Affinity; a != nil && a.PodAffinity != nil {
-		return a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution
-	}
-	return nil
-}
-
-func preferredPodAntiAffinity(pod *corev1.Pod) []corev1.WeightedPodAffinityTerm {
-	if a := pod.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
-		return a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
-	}
-	return nil
-}
-
 func compileWeightedTerms(owner *corev1.Pod, terms []corev1.WeightedPodAffinityTerm) []weightedPodTerm {
-	if len(terms) == 0 {
-		return nil
-	}
-	out := make([]weightedPodTerm, len(terms))
-	for i := range terms {
-		out[i] = weightedPodTerm{podTerm: compilePodTerm(owner, &terms[i].PodAffinityTerm), weight: int64(terms[i].Weight)}
-	}
-	return out
+	return mapTerms(terms, func(t *corev1.WeightedPodAffinityTerm) weightedPodTerm {
+		return weightedPodTerm{podTerm: compilePodTerm(owner, &t.PodAffinityTerm), weight: int64(t.Weight)}
+	})
 }
 
 func resolveWeighted(terms []weightedPodTerm, namespaces toolscache.Store) []weightedPodTerm {
-	if len(terms) == 0 {
-		return nil
-	}
-	out := make([]weightedPodTerm, len(terms))
-	for i := range terms {
-		out[i] = weightedPodTerm{podTerm: terms[i].resolved(namespaces), weight: terms[i].weight}
-	}
-	return out
+	return mapTerms(terms, func(t *weightedPodTerm) weightedPodTerm {
+		return weightedPodTerm{podTerm: t.resolved(namespaces), weight: t.weight}
+	})
 }
 
 // topologyScores are upstream's InterPodAffinity PreScore: per topology

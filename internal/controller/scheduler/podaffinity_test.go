@@ -361,28 +361,34 @@ func TestNamespaceSelectorFromTheInformer(t *testing.T) {
 }
 
 func preferring(weight int32, t corev1.PodAffinityTerm) func(*corev1.Pod) {
-	return func(p *corev1.Pod) {
-		if p.Spec.Affinity == nil {
-			p.Spec.Affinity = &corev1.Affinity{}
-		}
-		if p.Spec.Affinity.PodAffinity == nil {
-			p.Spec.Affinity.PodAffinity = &corev1.PodAffinity{}
-		}
-		pa := p.Spec.Affinity.PodAffinity
-		pa.PreferredDuringSchedulingIgnoredDuringExecution = append(pa.PreferredDuringSchedulingIgnoredDuringExecution, corev1.WeightedPodAffinityTerm{Weight: weight, PodAffinityTerm: t})
-	}
+	return weighted(false, weight, t)
 }
 
 func avoiding(weight int32, t corev1.PodAffinityTerm) func(*corev1.Pod) {
+	return weighted(true, weight, t)
+}
+
+// weighted adds a preferred pod affinity term, or anti-affinity term if
+// anti, to a pod.
+func weighted(anti bool, weight int32, t corev1.PodAffinityTerm) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
 		if p.Spec.Affinity == nil {
 			p.Spec.Affinity = &corev1.Affinity{}
 		}
-		if p.Spec.Affinity.PodAntiAffinity == nil {
-			p.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{}
+		a := p.Spec.Affinity
+		var terms *[]corev1.WeightedPodAffinityTerm
+		if anti {
+			if a.PodAntiAffinity == nil {
+				a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+			}
+			terms = &a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+		} else {
+			if a.PodAffinity == nil {
+				a.PodAffinity = &corev1.PodAffinity{}
+			}
+			terms = &a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution
 		}
-		pa := p.Spec.Affinity.PodAntiAffinity
-		pa.PreferredDuringSchedulingIgnoredDuringExecution = append(pa.PreferredDuringSchedulingIgnoredDuringExecution, corev1.WeightedPodAffinityTerm{Weight: weight, PodAffinityTerm: t})
+		*terms = append(*terms, corev1.WeightedPodAffinityTerm{Weight: weight, PodAffinityTerm: t})
 	}
 }
 

@@ -425,7 +425,8 @@ func (s *Scheduler) forgetAttempts(key string) {
 // somewhere may satisfy: required pod affinity, or DoNotSchedule spread
 // constraints (a pod added to the emptiest domain raises the minimum).
 func waitsOnPods(pod *corev1.Pod) bool {
-	return len(requiredPodAffinity(pod)) > 0 || slices.ContainsFunc(pod.Spec.TopologySpreadConstraints, func(tc corev1.TopologySpreadConstraint) bool {
+	a := pod.Spec.Affinity
+	return a != nil && a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 || slices.ContainsFunc(pod.Spec.TopologySpreadConstraints, func(tc corev1.TopologySpreadConstraint) bool {
 		return tc.WhenUnsatisfiable == corev1.DoNotSchedule
 	})
 }
