@@ -32,6 +32,7 @@ import (
 
 	"github.com/svcnet/svcnet/bench/internal/benchmain"
 	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/nftables"
 )
@@ -216,7 +217,7 @@ func (c config) run(ctx context.Context) (res result, err error) {
 	return res, nil
 }
 
-func listenIn(ns string) (net.Listener, error) { return cni.ListenAt(ns)("tcp", ":80") }
+func listenIn(ns string) (net.Listener, error) { return netns.ListenAt(ns)("tcp", ":80") }
 
 // serve reads and discards what each connection sends.
 func serve(ln net.Listener) {
@@ -234,7 +235,7 @@ func serve(ln net.Listener) {
 
 func dialIn(ns, addr string, timeout time.Duration) (net.Conn, error) {
 	var conn net.Conn
-	err := cni.InNamespaceAt(ns, func() error {
+	err := netns.Do(ns, func() error {
 		var err error
 		conn, err = net.DialTimeout("tcp", addr, timeout)
 		return err

@@ -13,14 +13,14 @@ import (
 	gnft "github.com/google/nftables"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/proxy"
 	"github.com/svcnet/svcnet/internal/proxy/nftables"
 	"github.com/svcnet/svcnet/internal/proxy/userspace"
@@ -66,7 +66,7 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 	if err != nil {
 		return nil // stopped before the node had a pod CIDR and addresses
 	}
-	ns := cni.NamedNamespacePath(o.NetNS)
+	ns := netns.Path(o.NetNS)
 	backend, err := newProxyBackend(o.ProxyMode, ns, cidrs, nodeIPs)
 	if err != nil {
 		return err
@@ -94,7 +94,7 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 		NodeName:      nodeName,
 		Backend:       backend,
 		Metrics:       metrics,
-		Listen:        cni.ListenAt(ns),
+		Listen:        netns.ListenAt(ns),
 		CleanupOnExit: o.StopPodsOnExit,
 	})
 }
@@ -124,7 +124,7 @@ func newProxyBackend(mode, ns string, cidrs []netip.Prefix, nodeIPs []netip.Addr
 func nftablesUsable(ns string) error {
 	var opts []gnft.ConnOption
 	if ns != "" {
-		h, err := netns.GetFromPath(ns)
+		h, err := vnetns.GetFromPath(ns)
 		if err != nil {
 			return fmt.Errorf("open network namespace %s: %w", ns, err)
 		}
@@ -141,6 +141,6 @@ func nftablesUsable(ns string) error {
 
 // CleanupProxy removes everything the proxy installed in the node's
 // network namespace (svcnet node --cleanup).
-func CleanupProxy(netns string) error {
-	return nftables.Cleanup(cni.NamedNamespacePath(netns))
+func CleanupProxy(name string) error {
+	return nftables.Cleanup(netns.Path(name))
 }

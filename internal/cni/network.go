@@ -20,8 +20,10 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // BridgeName is the pod bridge of every node.
@@ -42,7 +44,7 @@ type Config struct {
 // Network is one node's pod network.
 type Network struct {
 	dir  string
-	node netns.NsHandle
+	node vnetns.NsHandle
 	nl   *netlink.Handle
 
 	// mu guards the pod CIDR in ipam, which Ensure sets.
@@ -68,12 +70,12 @@ func Open(c Config) (*Network, error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	var ns netns.NsHandle
+	var ns vnetns.NsHandle
 	var err error
 	if c.NodeNetNS == "" {
-		ns, err = netns.Get()
+		ns, err = vnetns.Get()
 	} else {
-		ns, err = netns.GetFromPath(c.NodeNetNS)
+		ns, err = vnetns.GetFromPath(c.NodeNetNS)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open node network namespace %q: %w", c.NodeNetNS, err)
@@ -93,7 +95,7 @@ func (n *Network) Close() error {
 }
 
 // Dialer dials from the node's namespace, as the node's probes do.
-func (n *Network) Dialer() Dialer { return Dialer{ns: n.node} }
+func (n *Network) Dialer() netns.Dialer { return netns.NewDialer(n.node) }
 
 // NodeAddress returns the first global unicast IPv4 address in the node's
 // namespace outside the bridge, or nil when there is none.
@@ -158,7 +160,7 @@ func (n *Network) Ensure(podCIDR string) error {
 	if err := n.nl.LinkSetUp(br); err != nil {
 		return fmt.Errorf("set %s up: %w", BridgeName, err)
 	}
-	if err := inNamespace(n.node, func() error {
+	if err := netns.DoIn(n.node, func() error {
 		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
 	}); err != nil {
 		return fmt.Errorf("enable forwarding in the node namespace: %w", err)
@@ -194,11 +196,11 @@ func (n *Network) Setup(id string) (*Sandbox, error) {
 	}
 	sb := &Sandbox{ID: id, NetNS: n.NetNSPath(id), IP: ip, Gateway: a.gw}
 	if _, err := os.Stat(sb.NetNS); errors.Is(err, os.ErrNotExist) {
-		if err := createNamespace(sb.NetNS); err != nil {
+		if err := netns.Create(sb.NetNS); err != nil {
 			return nil, err
 		}
 	}
-	podNS, err := netns.GetFromPath(sb.NetNS)
+	podNS, err := vnetns.GetFromPath(sb.NetNS)
 	if err != nil {
 		return nil, fmt.Errorf("open pod namespace %s: %w", sb.NetNS, err)
 	}
@@ -218,7 +220,7 @@ func (n *Network) Setup(id string) (*Sandbox, error) {
 }
 
 // plumb makes the veth pair, the node end on the bridge, the pod end eth0.
-func (n *Network) plumb(id string, podNS netns.NsHandle, pod *netlink.Handle) error {
+func (n *Network) plumb(id string, podNS vnetns.NsHandle, pod *netlink.Handle) error {
 	name := hostVeth(id)
 	_, hostErr := n.nl.LinkByName(name)
 	_, podErr := pod.LinkByName(podInterface)
@@ -297,7 +299,7 @@ func (n *Network) Teardown(id string) error {
 			errs = append(errs, fmt.Errorf("delete veth of %s: %w", id, err))
 		}
 	}
-	errs = append(errs, removeNamespace(n.NetNSPath(id)))
+	errs = append(errs, netns.Remove(n.NetNSPath(id)))
 	n.mu.Lock()
 	a := n.ipam
 	n.mu.Unlock()

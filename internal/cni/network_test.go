@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
+
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // testNetwork opens a pod network in a network namespace made for the test
@@ -75,13 +77,13 @@ func TestPodsReachEachOtherOverTheBridge(t *testing.T) {
 	}
 
 	// b listens in its namespace; a dials it, and so does the node.
-	nsB, err := netns.GetFromPath(b.NetNS)
+	nsB, err := vnetns.GetFromPath(b.NetNS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nsB.Close()
 	var ln net.Listener
-	if err := inNamespace(nsB, func() error {
+	if err := netns.DoIn(nsB, func() error {
 		var err error
 		ln, err = net.Listen("tcp", net.JoinHostPort(b.IP.String(), "8080"))
 		return err
@@ -99,16 +101,16 @@ func TestPodsReachEachOtherOverTheBridge(t *testing.T) {
 			c.Close()
 		}
 	}()
-	nsA, err := netns.GetFromPath(a.NetNS)
+	nsA, err := vnetns.GetFromPath(a.NetNS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nsA.Close()
 	for _, d := range []struct {
 		name   string
-		dialer Dialer
+		dialer netns.Dialer
 		from   string
-	}{{"pod a", Dialer{ns: nsA}, a.IP.String()}, {"node", n.Dialer(), a.Gateway.String()}} {
+	}{{"pod a", netns.NewDialer(nsA), a.IP.String()}, {"node", n.Dialer(), a.Gateway.String()}} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c, err := d.dialer.DialContext(ctx, "tcp", net.JoinHostPort(b.IP.String(), "8080"))
 		cancel()

@@ -39,6 +39,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // Config configures a node agent.
@@ -132,7 +133,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
 	}
-	nsPath := cni.NamedNamespacePath(cfg.NetNS)
+	nsPath := netns.Path(cfg.NetNS)
 	network, err := cni.Open(cni.Config{NodeNetNS: nsPath, Dir: filepath.Join(cfg.DataDir, "cni")})
 	if err != nil {
 		return err

@@ -11,7 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // maxLogSize rotates a container's log, as the kubelet's
@@ -298,7 +298,7 @@ func (a *Agent) ensureSandbox(pod *corev1.Pod) (*sandbox, error) {
 	sb := &sandbox{etc: etc}
 	if pod.Spec.HostNetwork {
 		sb.ip = a.nodeIP.String()
-		sb.netns = cni.NamedNamespacePath(a.cfg.NetNS)
+		sb.netns = netns.Path(a.cfg.NetNS)
 	} else {
 		s, err := a.net.Setup(uid)
 		if err != nil {

@@ -16,8 +16,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // resolver asks DNS questions from inside a network namespace.
@@ -37,7 +37,7 @@ func (r resolver) ask(t *testing.T, network, name string, qtype uint16) *dns.Msg
 
 func (r resolver) exchange(t *testing.T, network, name string, qtype uint16) (*dns.Msg, error) {
 	var conn net.Conn
-	err := cni.InNamespaceAt(r.nsPath, func() (err error) {
+	err := netns.Do(r.nsPath, func() (err error) {
 		conn, err = net.DialTimeout(network, r.server, 2*time.Second)
 		return err
 	})
@@ -122,7 +122,7 @@ func startClusterWithUpstream(t *testing.T) (*nodeCluster, *testResolver) {
 	addr := fmt.Sprintf("127.0.0.1:%d", upstreamPort)
 	var pc net.PacketConn
 	var ln net.Listener
-	if err := cni.InNamespaceAt(cni.NamedNamespacePath(c.netns), func() (err error) {
+	if err := netns.Do(netns.Path(c.netns), func() (err error) {
 		if pc, err = net.ListenPacket("udp", addr); err != nil {
 			return err
 		}

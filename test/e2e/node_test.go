@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // nodeName is the Node of every node test's cluster.
@@ -421,7 +421,7 @@ func TestNodeAgentRestartKeepsPods(t *testing.T) {
 	}
 	c.waitReady("survivor", "True", 10*time.Second)
 	ip := strings.Fields(after)[0]
-	out, err := inNetns(t, cni.NamedNamespacePath(c.netns), "wget", "-q", "-O-", "http://"+ip+"/")
+	out, err := inNetns(t, netns.Path(c.netns), "wget", "-q", "-O-", "http://"+ip+"/")
 	if err != nil || !strings.Contains(out, "Welcome to nginx!") {
 		t.Fatalf("GET the adopted pod from the node: %v\n%s", err, out)
 	}

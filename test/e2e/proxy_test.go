@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // readyEndpoints waits until the Service's EndpointSlices list exactly n
@@ -73,7 +74,7 @@ type outside struct {
 func outsideClient(t *testing.T, nodeNetns string, i int) outside {
 	t.Helper()
 	name := fmt.Sprintf("%s-ext%d", nodeNetns, i)
-	o := outside{name: name, ns: cni.NamedNamespacePath(name), nodeIP: fmt.Sprintf("172.31.254.%d", 4*i+1), ip: fmt.Sprintf("172.31.254.%d", 4*i+2)}
+	o := outside{name: name, ns: netns.Path(name), nodeIP: fmt.Sprintf("172.31.254.%d", 4*i+1), ip: fmt.Sprintf("172.31.254.%d", 4*i+2)}
 	uplink := fmt.Sprintf("uplink%d", i)
 	newNetns(t, name) // removing it takes the veth pair along
 	run(t, "ip", "-n", name, "link", "add", "ext0", "type", "veth", "peer", "name", uplink, "netns", nodeNetns)
@@ -167,7 +168,7 @@ func TestProxyServiceTraffic(t *testing.T) {
 	}
 	// From the node itself: its bare namespace had no route for the
 	// Service range until the agent gave it one.
-	nodeNS := cni.NamedNamespacePath(c.netns)
+	nodeNS := netns.Path(c.netns)
 	if out, err := wget(t, nodeNS, url); err != nil || !strings.HasPrefix(podName(out), "nginx-") {
 		t.Errorf("GET %s from the node: %v\n%s", url, err, out)
 	}
@@ -273,7 +274,7 @@ func (c *nodeCluster) execIn(t *testing.T, args ...string) string {
 func udpRequest(t *testing.T, nsPath string, lport int, addr, msg string) (string, error) {
 	t.Helper()
 	var reply string
-	err := cni.InNamespaceAt(nsPath, func() error {
+	err := netns.Do(nsPath, func() error {
 		raddr, err := net.ResolveUDPAddr("udp", addr)
 		if err != nil {
 			return err
@@ -457,7 +458,7 @@ func startTwoNodes(t *testing.T) (*nodeCluster, string, [2]string) {
 			return ""
 		})
 	}
-	return c, cni.NamedNamespacePath(client), ips
+	return c, netns.Path(client), ips
 }
 
 func TestProxyExternalTrafficPolicyTwoNodes(t *testing.T) {

@@ -21,11 +21,11 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/proxy"
 )
 
@@ -64,7 +64,7 @@ type familyState struct {
 // br_netfilter every cluster IP connection is masqueraded instead.
 func New(c Config) (*Backend, error) {
 	b := &Backend{netns: c.NetNS, node: node{podCIDRs: c.PodCIDRs, ips: c.NodeIPs}, state: map[string]*familyState{}}
-	err := cni.InNamespaceAt(c.NetNS, func() error {
+	err := netns.Do(c.NetNS, func() error {
 		for _, f := range []string{"bridge-nf-call-iptables", "bridge-nf-call-ip6tables"} {
 			p := filepath.Join("/proc/sys/net/bridge", f)
 			if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
@@ -116,7 +116,7 @@ func (b *Backend) conn() (*nftables.Conn, func(), error) {
 		c, err := nftables.New(nftables.WithSockOptions(bigBuffers))
 		return c, func() {}, err
 	}
-	ns, err := netns.GetFromPath(b.netns)
+	ns, err := vnetns.GetFromPath(b.netns)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open network namespace %s: %w", b.netns, err)
 	}

@@ -29,7 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/proxy"
 )
 
@@ -242,7 +242,7 @@ func logUnbound(k frontendKey, t target, err error) {
 func (b *Backend) open(k frontendKey, t target) error {
 	addr, bal, ctx := k.address(), b.balancers[t], b.ctx
 	var f *frontend
-	err := cni.InNamespaceAt(b.cfg.NetNS, func() error {
+	err := netns.Do(b.cfg.NetNS, func() error {
 		switch k.protocol {
 		case corev1.ProtocolTCP:
 			ln, err := net.Listen("tcp", addr)
@@ -274,7 +274,7 @@ func (b *Backend) dial(ctx context.Context, network string, ep netip.AddrPort, t
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var c net.Conn
-	err := cni.InNamespaceAt(b.cfg.NetNS, func() error {
+	err := netns.Do(b.cfg.NetNS, func() error {
 		var err error
 		c, err = (&net.Dialer{}).DialContext(ctx, network, ep.String())
 		return err

@@ -1,4 +1,13 @@
-package cni
+// Package netns runs code inside Linux network namespaces: a goroutine
+// locked to an OS thread that is switched into a namespace and back, so
+// that sockets it opens (listeners, dials) live in that namespace for good
+// while the rest of the process stays where it started. It also makes and
+// removes namespaces pinned by a bind mount, as `ip netns add` does, so
+// that they outlive every process and can be entered by path.
+//
+// The node agent, its pod network (internal/cni), the Service proxy and
+// `svcnet up --nodes N` all reach into namespaces through it.
+package netns
 
 import (
 	"context"
@@ -6,49 +15,51 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
-// inNamespace runs fn on an OS thread switched into ns, then switches the
-// thread back. Sockets created by fn stay in ns for their whole life, which
-// is how the agent dials and listens in a node namespace while the rest of
-// the process (its API client) stays in the namespace it started in.
-func inNamespace(ns netns.NsHandle, fn func() error) error {
-	return onSwitchedThread(func() error {
-		if err := netns.Set(ns); err != nil {
-			return fmt.Errorf("enter network namespace: %w", err)
-		}
-		return nil
-	}, fn)
-}
+// NamedDir is where `ip netns` pins named namespaces.
+const NamedDir = "/var/run/netns"
 
-// NamedNamespacePath is where `ip netns` pins the network namespace called
-// name; empty for an empty name, which means the process's own namespace.
-func NamedNamespacePath(name string) string {
+// Path is where `ip netns` pins the network namespace called name; empty
+// for an empty name, which means the process's own namespace.
+func Path(name string) string {
 	if name == "" {
 		return ""
 	}
-	return "/var/run/netns/" + name
+	return filepath.Join(NamedDir, name)
 }
 
-// InNamespaceAt runs fn on an OS thread switched into the network namespace
-// pinned at path (empty: the process's own), then switches the thread back.
-// Sockets fn opens stay in that namespace.
-func InNamespaceAt(path string, fn func() error) error {
+// Do runs fn on an OS thread switched into the network namespace pinned at
+// path (empty: the process's own), then switches the thread back. Sockets
+// fn opens stay in that namespace.
+func Do(path string, fn func() error) error {
 	if path == "" {
 		return fn()
 	}
-	ns, err := netns.GetFromPath(path)
+	ns, err := vnetns.GetFromPath(path)
 	if err != nil {
 		return fmt.Errorf("open network namespace %s: %w", path, err)
 	}
 	defer ns.Close()
 	return onSwitchedThread(func() error {
-		if err := netns.Set(ns); err != nil {
+		if err := vnetns.Set(ns); err != nil {
 			return fmt.Errorf("enter network namespace %s: %w", path, err)
+		}
+		return nil
+	}, fn)
+}
+
+// DoIn runs fn on an OS thread switched into ns, then switches the thread
+// back, as Do does for a namespace already open.
+func DoIn(ns vnetns.NsHandle, fn func() error) error {
+	return onSwitchedThread(func() error {
+		if err := vnetns.Set(ns); err != nil {
+			return fmt.Errorf("enter network namespace: %w", err)
 		}
 		return nil
 	}, fn)
@@ -59,7 +70,7 @@ func InNamespaceAt(path string, fn func() error) error {
 func ListenAt(path string) func(network, address string) (net.Listener, error) {
 	return func(network, address string) (net.Listener, error) {
 		var ln net.Listener
-		err := InNamespaceAt(path, func() error {
+		err := Do(path, func() error {
 			var err error
 			ln, err = net.Listen(network, address)
 			return err
@@ -73,7 +84,7 @@ func ListenAt(path string) func(network, address string) (net.Listener, error) {
 // back to its original namespace. fn is not run if enter fails.
 func onSwitchedThread(enter, fn func() error) error {
 	runtime.LockOSThread()
-	orig, err := netns.Get()
+	orig, err := vnetns.Get()
 	if err != nil {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("open the thread's network namespace: %w", err)
@@ -84,7 +95,7 @@ func onSwitchedThread(enter, fn func() error) error {
 		return err
 	}
 	fnErr := fn()
-	if err := netns.Set(orig); err != nil {
+	if err := vnetns.Set(orig); err != nil {
 		// The thread is in the wrong namespace: keep it locked so that it
 		// exits with this goroutine instead of serving others.
 		return errors.Join(fnErr, fmt.Errorf("return to the original network namespace: %w", err))
@@ -93,9 +104,13 @@ func onSwitchedThread(enter, fn func() error) error {
 	return fnErr
 }
 
-// createNamespace makes a new network namespace and pins it by bind-mounting
-// it on path, so that it outlives every process and can be entered by path.
-func createNamespace(path string) error {
+// Create makes a new network namespace and pins it by bind-mounting it on
+// path, so that it outlives every process and can be entered by path. The
+// new namespace has only a loopback interface, down.
+func Create(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
 	if err != nil {
 		return fmt.Errorf("create namespace file %s: %w", path, err)
@@ -119,9 +134,24 @@ func createNamespace(path string) error {
 	return err
 }
 
-// removeNamespace unpins a namespace made by createNamespace; it is gone
-// once the last process in it has exited.
-func removeNamespace(path string) error {
+// Pinned reports whether path holds a pinned network namespace (a bind
+// mount of one), as Create leaves it.
+func Pinned(path string) bool {
+	ns, err := vnetns.GetFromPath(path)
+	if err != nil {
+		return false
+	}
+	defer ns.Close()
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(ns), &st); err != nil {
+		return false
+	}
+	return st.Type == unix.NSFS_MAGIC
+}
+
+// Remove unpins a namespace made by Create; it is gone once the last
+// process in it has exited.
+func Remove(path string) error {
 	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("unmount network namespace %s: %w", path, err)
 	}
@@ -133,13 +163,16 @@ func removeNamespace(path string) error {
 
 // Dialer dials from inside a network namespace.
 type Dialer struct {
-	ns netns.NsHandle
+	ns vnetns.NsHandle
 }
+
+// NewDialer dials from ns, which must stay open while the dialer is used.
+func NewDialer(ns vnetns.NsHandle) Dialer { return Dialer{ns: ns} }
 
 // DialContext connects to address from the namespace.
 func (d Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	var conn net.Conn
-	err := inNamespace(d.ns, func() error {
+	err := DoIn(d.ns, func() error {
 		var err error
 		conn, err = (&net.Dialer{}).DialContext(ctx, network, address)
 		return err
