@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"strings"
 
@@ -76,16 +75,4 @@ func controllerManagerCommand() *cobra.Command {
 		return cm.Wait()
 	}
 	return cmd
-}
-
-// withControllers runs the controller manager inside `svcnet up` against
-// its API server until ctx ends, and returns once it has stopped.
-func withControllers(ctx context.Context, a *cluster.APIServer, o cluster.ControllerManagerOptions) error {
-	klog.SetSlogLogger(slog.Default())
-	o.Kubeconfig = a.Kubeconfig
-	cm, err := cluster.StartControllerManager(ctx, o)
-	if err != nil {
-		return err
-	}
-	return cm.Wait()
 }

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,8 +12,10 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/svcnet/svcnet/internal/cluster"
+	"github.com/svcnet/svcnet/internal/nodenet"
 )
 
 func main() {
@@ -69,36 +70,24 @@ func apiserverCommand() *cobra.Command {
 func upCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Start the all-in-one cluster on embedded defaults",
+		Short: "Start the cluster on embedded defaults: API server, etcd, controllers, scheduler and a node",
 		Args:  cobra.NoArgs,
 	}
-	o := apiServerFlags(cmd)
+	o := &cluster.UpOptions{}
+	api := apiServerFlags(cmd)
 	cm := controllerManagerFlags(cmd)
-	startNode := upNodeFlags(cmd)
+	f := cmd.Flags()
+	nodeFlags(f, &o.Node, "127.0.0.1:10250")
+	f.IntVar(&o.Nodes, "nodes", 1, "node agents to run: 0 for the control plane alone; 1 in up's own network namespace (or --netns); more each in a network namespace of its own, NAME-1 to NAME-N after --node-name, on a bridge svcnet-nodes in up's namespace")
+	f.StringVar(&o.NodeNetwork, "node-network", nodenet.DefaultCIDR, "with --nodes N: the nodes' network; up holds its first address, node i the i+1-th")
+	f.StringVar(&o.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "range node IPAM hands pod CIDRs (/24s) out of")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		// ctx stops the node and the controllers; the API server outlives
-		// them, so that their last writes on the way out (pod status, the
-		// leader lease) still reach it.
-		ctx, stop := context.WithCancel(cmd.Context())
-		defer stop()
-		apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
-		defer stopAPI()
-		a, err := cluster.StartAPIServer(apiCtx, *o)
-		if err != nil {
-			return err
+		o.APIServer, o.ControllerManager = *api, *cm
+		klog.SetSlogLogger(slog.Default())
+		o.Ready = func(kubeconfig, url string) {
+			fmt.Printf("svcnet is up: API server %s\n\n  export KUBECONFIG=%s\n  kubectl get nodes\n\n", url, kubeconfig)
 		}
-		apiDone := make(chan error, 1)
-		go func() {
-			apiDone <- a.Wait()
-			stop() // an API server that fails takes the cluster down
-		}()
-		nodeDone := startNode(ctx, stop, a.Kubeconfig, *o)
-		fmt.Printf("svcnet is up: API server %s\n\n  export KUBECONFIG=%s\n  kubectl get namespaces\n\n", a.URL, a.Kubeconfig)
-		cmErr := withControllers(ctx, a, *cm)
-		stop()
-		nodeErr := <-nodeDone
-		stopAPI()
-		return errors.Join(cmErr, nodeErr, <-apiDone)
+		return cluster.Up(cmd.Context(), *o)
 	}
 	return cmd
 }

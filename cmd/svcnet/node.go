@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,7 +18,7 @@ import (
 func nodeFlags(f *pflag.FlagSet, o *cluster.NodeOptions, listen string) {
 	f.StringVar(&o.NodeName, "node-name", "", "the Node's name (default: the host name)")
 	f.StringVar(&o.NetNS, "netns", "", "run the node's network (bridge svcnet0, pod veths, routes) inside this named network namespace (/var/run/netns/NAME)")
-	f.StringVar(&o.NodeIP, "node-ip", "", "the node's InternalIP (default: the first address in the node's network namespace)")
+	f.StringVar(&o.NodeIP, "node-ip", "", "the node's InternalIP (default: the address of the interface of the node namespace's default route, else its first global address)")
 	f.StringVar(&o.ListenAddress, "kubelet-address", listen, "host:port of the node's HTTPS server (logs), in the process's network namespace")
 	f.StringVar(&o.ClusterDNS, "cluster-dns", "10.96.0.10", "the cluster DNS address in pods' resolv.conf")
 	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
@@ -86,18 +85,5 @@ func imageCommand() *cobra.Command {
 			}
 			return nil
 		},
-	}
-}
-
-// upNodeFlags adds the node's flags to up and returns what starts the
-// node (with node IPAM) once the API server is up: only when --netns is
-// given, so that up never builds a pod network in the host's namespace.
-func upNodeFlags(cmd *cobra.Command) func(ctx context.Context, stop context.CancelFunc, kubeconfig string, api cluster.APIServerOptions) <-chan error {
-	o := &cluster.NodeOptions{}
-	nodeFlags(cmd.Flags(), o, "127.0.0.1:10250")
-	clusterCIDR := cmd.Flags().String("cluster-cidr", "10.244.0.0/16", "range node IPAM hands pod CIDRs (/24s) out of")
-	return func(ctx context.Context, stop context.CancelFunc, kubeconfig string, api cluster.APIServerOptions) <-chan error {
-		o.DataDir, o.ServiceClusterIPRange = api.DataDir, api.ServiceClusterIPRange
-		return cluster.StartUpNode(ctx, stop, kubeconfig, *clusterCIDR, *o)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,14 +87,25 @@ func (s *Server) Bootstrap(ctx context.Context) error {
 	return nil
 }
 
-// Serve answers HTTPS on ln until ctx ends, then shuts down gracefully.
+// Serve answers HTTPS on every listener until ctx ends, then shuts down
+// gracefully; a listener that fails stops the others.
 // Clients must present a certificate signed by clientCA except for the
 // health endpoints.
-func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config) error {
-	if err := httpserve.ServeTLS(ctx, ln, s.Handler(), tlsConfig, 5*time.Second); err != nil {
-		return fmt.Errorf("serve API: %w", err)
+func (s *Server) Serve(ctx context.Context, tlsConfig *tls.Config, lns ...net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(lns))
+	var wg sync.WaitGroup
+	for i, ln := range lns {
+		wg.Go(func() {
+			if err := httpserve.ServeTLS(ctx, ln, s.Handler(), tlsConfig, 5*time.Second); err != nil {
+				errs[i] = fmt.Errorf("serve API on %s: %w", ln.Addr(), err)
+				cancel() // one listener failing stops them all
+			}
+		})
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Handler is the full handler: authentication, metrics, then routing.

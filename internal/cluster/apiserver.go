@@ -26,6 +26,7 @@ import (
 	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/apiserver"
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/all"
@@ -52,8 +53,12 @@ type APIServerOptions struct {
 	ServiceClusterIPRange, ServiceNodePortRange string
 	// AdvertiseAddress is the address listed in the kubernetes Service's
 	// endpoints; empty means the bind address, or the host's default
-	// interface address when binding to all.
+	// interface address when binding to all. Where the bind address does
+	// not cover it, the API server serves on it too (same port), in the
+	// network namespace pinned at AdvertiseNetNS (empty: its own), so that
+	// pods reach the API through the kubernetes Service.
 	AdvertiseAddress string
+	AdvertiseNetNS   string
 }
 
 // Defaults of the Service ranges.
@@ -178,15 +183,15 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		return nil, err
 	}
 
-	tlsConfig, err := a.certificates(o.DataDir, host, port, ranges.ServiceCIDRs[0].First())
+	tlsConfig, err := a.certificates(o.DataDir, host, port, ranges.ServiceCIDRs[0].First(), advertise)
 	if err != nil {
 		a.stopStorage()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", o.BindAddress)
+	lns, err := listen(o.BindAddress, advertise, o.AdvertiseNetNS)
 	if err != nil {
 		a.stopStorage()
-		return nil, fmt.Errorf("listen on %s: %w", o.BindAddress, err)
+		return nil, err
 	}
 	go func() {
 		compactCtx, stop := context.WithCancel(ctx)
@@ -199,14 +204,40 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 			kubeSvc.Run(ctx)
 			close(endpointsDone)
 		}()
-		err := srv.Serve(ctx, ln, tlsConfig)
+		err := srv.Serve(ctx, tlsConfig, lns...)
 		stop()
 		<-endpointsDone // it leaves the endpoints through etcd
 		a.stopStorage()
 		a.done <- err
 	}()
-	slog.Info("API server serving", "url", a.URL, "etcd", strings.Join(endpoints, ","))
+	addrs := make([]string, len(lns))
+	for i, ln := range lns {
+		addrs[i] = ln.Addr().String()
+	}
+	slog.Info("API server serving", "url", a.URL, "addresses", addrs, "etcd", strings.Join(endpoints, ","))
 	return a, nil
+}
+
+// listen opens the bind address and, where that does not cover it, the
+// advertised address (with the bind port) in the namespace at
+// advertiseNetNS.
+func listen(bind string, advertise netip.Addr, advertiseNetNS string) ([]net.Listener, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", bind, err)
+	}
+	host, port, _ := net.SplitHostPort(bind)
+	bindIP, _ := netip.ParseAddr(host)
+	if advertiseNetNS == "" && (bindIP == advertise || bindIP.IsUnspecified()) {
+		return []net.Listener{ln}, nil
+	}
+	addr := net.JoinHostPort(advertise.String(), port)
+	other, err := netns.ListenAt(advertiseNetNS)("tcp", addr)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen on the advertised address %s (is it an address of this node?): %w", addr, err)
+	}
+	return []net.Listener{ln, other}, nil
 }
 
 // repairInterval is how often the Service allocation bitmaps are checked
@@ -269,13 +300,13 @@ func minorOf(v string) string {
 
 // certificates loads or creates the CA, serving and admin certificates,
 // writes the admin kubeconfig, and returns the server's TLS config.
-func (a *APIServer) certificates(dataDir, host, port string, serviceIP netip.Addr) (*tls.Config, error) {
+func (a *APIServer) certificates(dataDir, host, port string, serviceIP, advertise netip.Addr) (*tls.Config, error) {
 	dir := filepath.Join(dataDir, "pki")
 	ca, err := pki.LoadOrCreateCA(dir)
 	if err != nil {
 		return nil, err
 	}
-	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), serviceIP.AsSlice()}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), serviceIP.AsSlice(), advertise.AsSlice()}
 	names := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
 		ips = append(ips, ip)

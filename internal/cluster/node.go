@@ -38,8 +38,13 @@ type NodeOptions struct {
 	// comma-separated); a node in a named namespace routes it to its pod
 	// bridge when nothing else routes it.
 	ServiceClusterIPRange string
-	// ListenAddress is host:port of the node's HTTPS server.
-	ListenAddress string
+	// ListenAddress is host:port of the node's HTTPS server, in the
+	// process's network namespace, or in the node's with
+	// ListenInNodeNamespace.
+	ListenAddress         string
+	ListenInNodeNamespace bool
+	// Labels are added to the Node's (the kubelet's --node-labels).
+	Labels map[string]string
 	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
 	ClusterDNS    string
 	ClusterDomain string
@@ -103,19 +108,21 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		}
 	})
 	nodeErr := node.Run(ctx, node.Config{
-		NodeName:       name,
-		REST:           cfg,
-		DataDir:        dir,
-		NetNS:          o.NetNS,
-		NodeIP:         ip,
-		ServiceRanges:  serviceRanges,
-		ListenAddress:  o.ListenAddress,
-		ClusterDNS:     o.ClusterDNS,
-		ClusterDomain:  o.ClusterDomain,
-		DNSUpstreams:   o.DNSUpstream,
-		Images:         images,
-		StopPodsOnExit: o.StopPodsOnExit,
-		Version:        KubernetesVersion,
+		NodeName:              name,
+		REST:                  cfg,
+		DataDir:               dir,
+		NetNS:                 o.NetNS,
+		NodeIP:                ip,
+		ServiceRanges:         serviceRanges,
+		ListenAddress:         o.ListenAddress,
+		ListenInNodeNamespace: o.ListenInNodeNamespace,
+		Labels:                o.Labels,
+		ClusterDNS:            o.ClusterDNS,
+		ClusterDomain:         o.ClusterDomain,
+		DNSUpstreams:          o.DNSUpstream,
+		Images:                images,
+		StopPodsOnExit:        o.StopPodsOnExit,
+		Version:               KubernetesVersion,
 	})
 	cancel()
 	wg.Wait()
@@ -167,33 +174,4 @@ func KubeletClientTLS(dataDir string) (*tls.Config, error) {
 		return nil, fmt.Errorf("load kubelet client certificate: %w", err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
-}
-
-// StartUpNode runs node IPAM and a node agent beside `svcnet up`'s API
-// server when opts name a network namespace for the node; the channel
-// reports their end once ctx is done, or the first failure earlier (then
-// stop is called so that up ends too).
-func StartUpNode(ctx context.Context, stop context.CancelFunc, kubeconfig, clusterCIDR string, o NodeOptions) <-chan error {
-	done := make(chan error, 1)
-	if o.NetNS == "" {
-		close(done)
-		return done
-	}
-	o.Kubeconfig, o.StopPodsOnExit = kubeconfig, true
-	go func() {
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		run := func(i int, f func() error) {
-			wg.Go(func() {
-				if errs[i] = f(); errs[i] != nil && ctx.Err() == nil {
-					stop()
-				}
-			})
-		}
-		run(0, func() error { return RunNodeIPAM(ctx, kubeconfig, clusterCIDR, 24) })
-		run(1, func() error { return RunNode(ctx, o) })
-		wg.Wait()
-		done <- errors.Join(errs...)
-	}()
-	return done
 }

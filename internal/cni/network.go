@@ -70,15 +70,9 @@ func Open(c Config) (*Network, error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	var ns vnetns.NsHandle
-	var err error
-	if c.NodeNetNS == "" {
-		ns, err = vnetns.Get()
-	} else {
-		ns, err = vnetns.GetFromPath(c.NodeNetNS)
-	}
+	ns, err := openNamespace(c.NodeNetNS)
 	if err != nil {
-		return nil, fmt.Errorf("open node network namespace %q: %w", c.NodeNetNS, err)
+		return nil, err
 	}
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
@@ -96,31 +90,6 @@ func (n *Network) Close() error {
 
 // Dialer dials from the node's namespace, as the node's probes do.
 func (n *Network) Dialer() netns.Dialer { return netns.NewDialer(n.node) }
-
-// NodeAddress returns the first global unicast IPv4 address in the node's
-// namespace outside the bridge, or nil when there is none.
-func (n *Network) NodeAddress() (net.IP, error) {
-	links, err := n.nl.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
-	}
-	for _, l := range links {
-		a := l.Attrs()
-		if a.Name == BridgeName || a.MasterIndex != 0 || a.Flags&net.FlagLoopback != 0 {
-			continue
-		}
-		addrs, err := n.nl.AddrList(l, netlink.FAMILY_V4)
-		if err != nil {
-			return nil, fmt.Errorf("list addresses of %s: %w", a.Name, err)
-		}
-		for _, ad := range addrs {
-			if ad.IP.IsGlobalUnicast() {
-				return ad.IP, nil
-			}
-		}
-	}
-	return nil, nil
-}
 
 // Ensure sets up the node side for podCIDR: loopback up, the bridge with
 // the gateway address, forwarding on. It is idempotent.

@@ -53,16 +53,20 @@ type Config struct {
 	// NetNS names the network namespace (/var/run/netns/NAME) the node's
 	// network lives in; empty means the process's own.
 	NetNS string
-	// ServiceRanges are the cluster IP ranges. In a named namespace that
+	// ServiceRanges are the cluster IP ranges. In a node namespace that
 	// has no route for them they get one onto the pod bridge, so that the
 	// node itself reaches cluster IPs.
 	ServiceRanges []*net.IPNet
-	// NodeIP is the InternalIP; nil picks the first address in the node's
-	// namespace, else the pod bridge's.
+	// NodeIP is the InternalIP; nil picks one as cni.NodeIP does.
 	NodeIP net.IP
 	// ListenAddress is host:port of the HTTPS server that serves logs to
-	// the API server. It listens in the process's namespace.
-	ListenAddress string
+	// the API server. It listens in the process's namespace, or in the
+	// node's with ListenInNodeNamespace (the nodes of svcnet up --nodes N,
+	// each on its own address).
+	ListenAddress         string
+	ListenInNodeNamespace bool
+	// Labels are added to the Node's own (the kubelet's --node-labels).
+	Labels map[string]string
 	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
 	ClusterDNS    string
 	ClusterDomain string
@@ -161,6 +165,10 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	a.runCtx = ctx
 	a.recorder = controller.NewRecorder(ctx, a.client, "kubelet")
 
+	var err error
+	if a.nodeIP, err = a.pickNodeIP(nsPath); err != nil {
+		return err
+	}
 	reg := &registration{agent: a}
 	podCIDR, err := reg.register(ctx)
 	if err != nil {
@@ -169,13 +177,8 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	if err := a.net.Ensure(podCIDR); err != nil {
 		return fmt.Errorf("pod network: %w", err)
 	}
-	if a.cfg.NetNS != "" {
-		if err := a.net.RouteServiceRanges(a.cfg.ServiceRanges); err != nil {
-			return fmt.Errorf("pod network: %w", err)
-		}
-	}
-	if a.nodeIP, err = a.pickNodeIP(podCIDR); err != nil {
-		return err
+	if err := a.net.RouteServiceRanges(a.cfg.ServiceRanges); err != nil {
+		return fmt.Errorf("pod network: %w", err)
 	}
 	srv, err := newServer(a)
 	if err != nil {
@@ -274,25 +277,18 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	}
 }
 
-// pickNodeIP is the configured IP, the first address in the node's
-// namespace, or the pod bridge's address when the namespace has none.
-func (a *Agent) pickNodeIP(podCIDR string) (net.IP, error) {
+// pickNodeIP is the configured IP, else the address of the node's
+// namespace that cni.NodeIP picks.
+func (a *Agent) pickNodeIP(nsPath string) (net.IP, error) {
 	if a.cfg.NodeIP != nil {
 		return a.cfg.NodeIP, nil
 	}
-	ip, err := a.net.NodeAddress()
+	ip, how, err := cni.NodeIP(nsPath)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node IP: %w", err)
 	}
-	if ip != nil {
-		return ip, nil
-	}
-	_, cidr, err := net.ParseCIDR(podCIDR)
-	if err != nil {
-		return nil, fmt.Errorf("pod CIDR %q: %w", podCIDR, err)
-	}
-	gw := cidr.IP.To4()
-	return net.IPv4(gw[0], gw[1], gw[2], gw[3]+1), nil
+	slog.Info("node IP chosen", "node", a.cfg.NodeName, "ip", ip, "from", how)
+	return ip, nil
 }
 
 // listPods lists the cached pods; a cache lister does not fail.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime"
 	"strings"
@@ -201,13 +202,15 @@ func (r *registration) renewLease(ctx context.Context) error {
 }
 
 func (r *registration) labels() map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		"kubernetes.io/hostname":  r.agent.cfg.NodeName,
 		"kubernetes.io/os":        runtime.GOOS,
 		"kubernetes.io/arch":      runtime.GOARCH,
 		"beta.kubernetes.io/os":   runtime.GOOS,
 		"beta.kubernetes.io/arch": runtime.GOARCH,
 	}
+	maps.Copy(l, r.agent.cfg.Labels)
+	return l
 }
 
 // status is the Node's status now; old keeps condition transition times.

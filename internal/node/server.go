@@ -43,7 +43,11 @@ func newServer(a *Agent) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", a.cfg.ListenAddress)
+	listen := net.Listen
+	if a.cfg.ListenInNodeNamespace {
+		listen = a.net.Listen
+	}
+	ln, err := listen("tcp", a.cfg.ListenAddress)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", a.cfg.ListenAddress, err)
 	}

@@ -76,7 +76,11 @@ func newCluster(t *testing.T) *cluster {
 }
 
 // startCluster starts `svcnet up` (with extraArgs) on a new data dir and
-// waits until it answers; it is stopped when the test ends.
+// waits until it answers; it is stopped when the test ends. It runs the
+// control plane alone (--nodes 0), for up runs a node in its own network
+// namespace, here the host's, unless told otherwise: a node test's
+// extraArgs say otherwise (a later --nodes wins) and place the node in a
+// namespace of the test's own.
 func startCluster(t *testing.T, extraArgs ...string) *cluster {
 	t.Helper()
 	if _, err := os.Stat(kubectlPath); err != nil {
@@ -84,7 +88,7 @@ func startCluster(t *testing.T, extraArgs ...string) *cluster {
 	}
 	c := newCluster(t)
 	// The controller manager's metrics get a free port too.
-	c.extraArgs = append([]string{"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, extraArgs...)
+	c.extraArgs = append([]string{"--nodes", "0", "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, extraArgs...)
 	c.start()
 	t.Cleanup(c.stop)
 	return c

@@ -30,10 +30,15 @@ type nodeCluster struct {
 
 var netnsSeq atomic.Int32
 
-// startNodeCluster creates a network namespace, starts `svcnet up` (with
-// extraArgs) with its node inside it and waits for the node to be Ready. When the test ends,
-// the cluster stops (stopping its pods), then every process, mount and
-// namespace the test made is removed, also after a failure.
+// nodeLANIP is the node's address on its LAN in a node test.
+const nodeLANIP = "172.31.252.2"
+
+// startNodeCluster creates a network namespace for the node, on a LAN of
+// its own (another namespace, where the node has the address nodeLANIP),
+// starts `svcnet up` (with extraArgs) with its node inside it and waits for
+// the node to be Ready. When the test ends, the cluster stops (stopping its
+// pods), then every process, mount and namespace the test made is removed,
+// also after a failure.
 func startNodeCluster(t *testing.T, extraArgs ...string) *nodeCluster {
 	t.Helper()
 	needRoot(t)
@@ -47,7 +52,8 @@ func startNodeCluster(t *testing.T, extraArgs ...string) *nodeCluster {
 			t.Cleanup(func() { removeNetns(t, ns) })
 		}
 	}()
-	c.cluster = startCluster(t, append([]string{"--netns", ns, "--node-name", nodeName, "--metrics-bind-address", "0",
+	newLAN(t, ns).attach(ns, nodeLANIP)
+	c.cluster = startCluster(t, append([]string{"--nodes", "1", "--netns", ns, "--node-name", nodeName, "--metrics-bind-address", "0",
 		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, extraArgs...)...)
 	// Runs before the harness's own stop: stop gracefully, then reap.
 	t.Cleanup(func() {

@@ -426,7 +426,7 @@ func startTwoNodes(t *testing.T) (*nodeCluster, string, [2]string) {
 	l.attach(client, "172.31.253.100")
 
 	c := &nodeCluster{netns: ns1}
-	c.cluster = startCluster(t, "--netns", ns1, "--node-name", nodeName, "--node-ip", ips[0], "--metrics-bind-address", "0",
+	c.cluster = startCluster(t, "--nodes", "1", "--netns", ns1, "--node-name", nodeName, "--node-ip", ips[0], "--metrics-bind-address", "0",
 		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	t.Cleanup(func() {
 		c.stop()

@@ -70,6 +70,9 @@ type Options struct {
 	// did not fit: the wait doubles per attempt up to MaxBackoff
 	// (podInitialBackoffSeconds and podMaxBackoffSeconds).
 	InitialBackoff, MaxBackoff time.Duration
+	// NoNodesReason, when set, says why the cluster has no nodes; it ends
+	// the FailedScheduling message of pods that wait for one.
+	NoNodesReason string
 }
 
 // DefaultOptions are kube-scheduler's defaults.
@@ -319,6 +322,9 @@ func (s *Scheduler) schedule(pod *corev1.Pod) (node, unschedulable string, busy 
 		return "", "", true
 	}
 	if s.cache.numNodes == 0 {
+		if s.opts.NoNodesReason != "" {
+			return "", errNoNodes + ": " + s.opts.NoNodesReason, false
+		}
 		return "", errNoNodes, false
 	}
 	c := newCandidate(pod)

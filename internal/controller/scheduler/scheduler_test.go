@@ -234,6 +234,16 @@ func TestFilters(t *testing.T) {
 	}
 }
 
+// TestNoNodesReason: a cluster that runs no node says why in the message
+// of the pods that wait.
+func TestNoNodesReason(t *testing.T) {
+	s := offline(nil)
+	s.opts.NoNodesReason = "svcnet up runs no node here"
+	wantSchedule(t, s, pod("p"), "no nodes available to schedule pods: svcnet up runs no node here")
+	s.cache.setNode(node("a"))
+	wantSchedule(t, s, pod("p"), "a")
+}
+
 // placement is a table case: a new pod among nodes that hold the assigned
 // pods, and the node it goes to, or the whole message saying why none.
 type placement struct {

@@ -1,0 +1,261 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/nodenet"
+)
+
+// UpOptions configure `svcnet up`: the control plane and its nodes in one
+// process.
+type UpOptions struct {
+	APIServer         APIServerOptions
+	ControllerManager ControllerManagerOptions
+	// Node is what every node agent runs with. Its NodeName (default: the
+	// host name), NetNS and NodeIP place the node of a one-node cluster;
+	// with more nodes, node i is NodeName-i.
+	Node NodeOptions
+	// Nodes is how many node agents run: 0 none; 1 in up's own network
+	// namespace (or Node.NetNS); more each in a namespace of its own on a
+	// bridge in up's namespace, the nodes' network NodeNetwork.
+	Nodes       int
+	NodeNetwork string
+	// ClusterCIDR is what node IPAM hands pod CIDRs (/24s) out of.
+	ClusterCIDR string
+	// Ready is called once the cluster is up, with the admin kubeconfig's
+	// path and the API server's URL.
+	Ready func(kubeconfig, url string)
+}
+
+// controlPlaneLabel marks the node the control plane runs on, as kubeadm
+// labels it (svcnet does not taint it: its pods schedule there as on a
+// one-node cluster).
+const controlPlaneLabel = "node-role.kubernetes.io/control-plane"
+
+// Up runs the cluster until ctx ends, then stops the nodes (and their pods),
+// the controllers and the API server in that order, and removes every
+// namespace, link and route it made.
+func Up(ctx context.Context, o UpOptions) error {
+	plan, err := planNodes(&o)
+	if err != nil {
+		return err
+	}
+	if plan.network != nil {
+		if err := plan.network.Create(); err != nil {
+			return errors.Join(fmt.Errorf("nodes' network: %w", err), plan.network.Remove())
+		}
+		defer func() {
+			if err := plan.network.Remove(); err != nil {
+				slog.Warn("remove the nodes' network", "err", err)
+			}
+		}()
+	}
+
+	// ctx stops the nodes and the controllers; the API server outlives
+	// them, so that their last writes on the way out (pod status, the
+	// leader lease) still reach it.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAPI()
+	a, err := StartAPIServer(apiCtx, o.APIServer)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3+len(plan.nodes))
+	run := func(name string, f func() error) {
+		wg.Go(func() {
+			if err := f(); err != nil && ctx.Err() == nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				stop() // one component failing takes the cluster down
+			}
+		})
+	}
+	apiDone := make(chan error, 1)
+	go func() {
+		apiDone <- a.Wait()
+		stop() // so does an API server that fails
+	}()
+
+	cm := o.ControllerManager
+	cm.Kubeconfig = a.Kubeconfig
+	cm.Scheduler.NoNodesReason = plan.noNodes
+	run("controller manager", func() error {
+		c, err := StartControllerManager(ctx, cm)
+		if err != nil {
+			return err
+		}
+		return c.Wait()
+	})
+	run("node IPAM", func() error { return RunNodeIPAM(ctx, a.Kubeconfig, o.ClusterCIDR, 24) })
+	for _, n := range plan.nodes {
+		n.Kubeconfig = a.Kubeconfig
+		run("node "+n.NodeName, func() error { return RunNode(ctx, n) })
+	}
+	if o.Ready != nil {
+		o.Ready(a.Kubeconfig, a.URL)
+	}
+	<-ctx.Done()
+	wg.Wait()
+	stopAPI()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(append(all, <-apiDone)...)
+}
+
+// nodePlan is what Up runs: the node agents, the nodes' network when they
+// have one, and why there is no node when there is none.
+type nodePlan struct {
+	nodes   []NodeOptions
+	network *nodenet.Network
+	noNodes string
+}
+
+// planNodes lays out o.Nodes nodes, sets the API server's advertised
+// address to the control-plane node's IP, and brings loopback up in up's
+// namespace.
+func planNodes(o *UpOptions) (*nodePlan, error) {
+	if o.Nodes < 0 {
+		return nil, fmt.Errorf("--nodes %d: want 0 or more", o.Nodes)
+	}
+	if o.Nodes > 1 && o.Node.NetNS != "" {
+		return nil, errors.New("--netns places the node of a one-node cluster; --nodes N makes a namespace per node")
+	}
+	if o.Nodes > 1 && o.Node.NodeIP != "" {
+		return nil, errors.New("--node-ip places the node of a one-node cluster; --nodes N takes node IPs from --node-network")
+	}
+	p := &nodePlan{}
+	if err := nodeCapable(); err != nil {
+		if o.Nodes > 0 {
+			p.noNodes = "svcnet up runs no node: running pods needs root (" + err.Error() + "); run it as root, or with --nodes 0 for the control plane alone"
+			slog.Warn(p.noNodes)
+		}
+		return p, nil
+	}
+	if err := cni.LoopbackUp(""); err != nil {
+		return nil, err
+	}
+	if o.Nodes == 0 {
+		p.noNodes = "svcnet up runs no node (--nodes 0): join one with svcnet node"
+		return p, nil
+	}
+	base := o.Node
+	if base.NodeName == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("node name: %w", err)
+		}
+		base.NodeName = strings.ToLower(host)
+	}
+	base.DataDir, base.ServiceClusterIPRange = o.APIServer.DataDir, o.APIServer.ServiceClusterIPRange
+	base.StopPodsOnExit = true
+	if o.Nodes == 1 {
+		ip, err := nodeIP(base)
+		if err != nil {
+			return nil, err
+		}
+		base.NodeIP = ip.String()
+		base.Labels = map[string]string{controlPlaneLabel: ""}
+		p.nodes = []NodeOptions{base}
+		advertise(o, ip.String(), netns.Path(base.NetNS))
+		return p, nil
+	}
+	names := make([]string, o.Nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", base.NodeName, i+1)
+	}
+	network, err := nodenet.Plan(o.NodeNetwork, names)
+	if err != nil {
+		return nil, err
+	}
+	p.network = network
+	_, kubeletPort, err := net.SplitHostPort(base.ListenAddress)
+	if err != nil {
+		return nil, fmt.Errorf("--kubelet-address %q: %w", base.ListenAddress, err)
+	}
+	for i, n := range network.Nodes {
+		node := base
+		node.NodeName, node.NetNS, node.NodeIP = n.Name, n.Name, n.IP.String()
+		node.DataDir = filepath.Join(o.APIServer.DataDir, "nodes", n.Name)
+		// Each node's kubelet server listens on the node's own address.
+		node.ListenAddress, node.ListenInNodeNamespace = net.JoinHostPort(n.IP.String(), kubeletPort), true
+		if i == 0 {
+			node.Labels = map[string]string{controlPlaneLabel: ""}
+			advertise(o, n.IP.String(), n.NetNS)
+		}
+		p.nodes = append(p.nodes, node)
+	}
+	return p, nil
+}
+
+// nodeIP is the one node's --node-ip, else the address cni.NodeIP picks
+// in its namespace.
+func nodeIP(n NodeOptions) (net.IP, error) {
+	if n.NodeIP != "" {
+		ip := net.ParseIP(n.NodeIP)
+		if ip == nil {
+			return nil, fmt.Errorf("--node-ip %q is not an IP address", n.NodeIP)
+		}
+		return ip, nil
+	}
+	ns := netns.Path(n.NetNS)
+	if ns != "" {
+		if err := cni.LoopbackUp(ns); err != nil {
+			return nil, err
+		}
+	}
+	ip, how, err := cni.NodeIP(ns)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.NodeName, err)
+	}
+	slog.Info("node IP chosen", "node", n.NodeName, "ip", ip, "from", how)
+	return ip, nil
+}
+
+// advertise makes the control-plane node's IP the API server's advertised
+// address (the kubernetes Service's endpoint), served in that node's
+// namespace, unless --advertise-address says otherwise.
+func advertise(o *UpOptions, ip, ns string) {
+	if o.APIServer.AdvertiseAddress == "" {
+		o.APIServer.AdvertiseAddress, o.APIServer.AdvertiseNetNS = ip, ns
+	}
+}
+
+// nodeCapable says what the process lacks to run a node: network and mount
+// namespaces need CAP_NET_ADMIN and CAP_SYS_ADMIN.
+func nodeCapable() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	var missing []string
+	for _, c := range []struct {
+		bit  uint
+		name string
+	}{{unix.CAP_NET_ADMIN, "CAP_NET_ADMIN"}, {unix.CAP_SYS_ADMIN, "CAP_SYS_ADMIN"}} {
+		if data[c.bit/32].Effective&(1<<(c.bit%32)) == 0 {
+			missing = append(missing, c.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("it lacks %s", strings.Join(missing, " and "))
+	}
+	return nil
+}

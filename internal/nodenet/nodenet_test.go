@@ -1,0 +1,139 @@
+package nodenet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/svcnet/svcnet/internal/netns"
+)
+
+// upNamespace is a network namespace made for the test, which plays up's;
+// it and everything left in it go when the test ends.
+func upNamespace(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("network namespaces need root, and CI runs as root")
+		}
+		t.Skip("network namespaces need root; CI runs this as root")
+	}
+	name := fmt.Sprintf("svcnet-nodenet-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", name, err, out)
+		}
+	})
+	return netns.Path(name)
+}
+
+// serve accepts and closes connections on a listener opened in the
+// namespace at path, until the test ends.
+func serve(t *testing.T, path, addr string) string {
+	t.Helper()
+	var ln net.Listener
+	if err := netns.Do(path, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func dialFrom(path, addr string) error {
+	return netns.Do(path, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
+
+func TestPlan(t *testing.T) {
+	n, err := Plan("10.250.0.0/24", []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Gateway.String() != "10.250.0.1" || n.Nodes[0].IP.String() != "10.250.0.2" || n.Nodes[1].IP.String() != "10.250.0.3" ||
+		n.Nodes[1].NetNS != "/var/run/netns/b" {
+		t.Errorf("plan: gateway %s, nodes %+v", n.Gateway, n.Nodes)
+	}
+	if _, err := Plan("10.250.0.0/30", []string{"a", "b"}); err == nil {
+		t.Error("a /30 holds the gateway and one node, yet two were planned")
+	}
+	if _, err := Plan("fd00::/64", []string{"a"}); err == nil {
+		t.Error("an IPv6 node network was accepted")
+	}
+}
+
+func TestNodesReachEachOtherAndUp(t *testing.T) {
+	up := upNamespace(t)
+	names := []string{fmt.Sprintf("nodenet-%d-a", os.Getpid()), fmt.Sprintf("nodenet-%d-b", os.Getpid())}
+	n, err := Plan("10.250.0.0/24", names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, node := range n.Nodes {
+			_ = netns.Remove(node.NetNS) // left only by a failure
+		}
+	})
+	if err := netns.Do(up, n.Create); err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.Do(up, n.Create); err != nil {
+		t.Fatalf("Create again (an up adopting what it left): %v", err)
+	}
+	for _, to := range []string{serve(t, up, "10.250.0.1:0"), serve(t, n.Nodes[1].NetNS, "10.250.0.3:0")} {
+		if err := dialFrom(n.Nodes[0].NetNS, to); err != nil {
+			t.Errorf("node a to %s: %v", to, err)
+		}
+	}
+
+	if err := netns.Do(up, n.Remove); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	for _, node := range n.Nodes {
+		if _, err := os.Stat(node.NetNS); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is still there after Remove (%v)", node.NetNS, err)
+		}
+	}
+	if err := netns.Do(up, func() error {
+		links, err := netlink.LinkList()
+		if err != nil {
+			return err
+		}
+		for _, l := range links {
+			if l.Attrs().Name != "lo" {
+				t.Errorf("link %s is left in up's namespace", l.Attrs().Name)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
