@@ -47,7 +47,7 @@ func nodeCommand() *cobra.Command {
 	f.StringVar(&o.DataDir, "data-dir", cluster.DefaultDataDir(), "directory for the node's pods, logs and addresses (under node/)")
 	f.BoolVar(&o.StopPodsOnExit, "stop-pods-on-exit", false, "stop the node's pods and remove the proxy's rules when the agent exits (by default they stay and are adopted on restart)")
 	f.BoolVar(&cleanup, "cleanup", false, "remove the Service proxy's nftables rules from the node's network namespace and exit")
-	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", cluster.DefaultServiceClusterIPRange, "the API server's Service cluster IP range; with --netns, routed to the pod bridge when the namespace has no route for it, so that the node reaches cluster IPs")
+	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", cluster.DefaultServiceClusterIPRange, "the API server's Service cluster IP range: pod traffic to it is not masqueraded; with --netns, routed to the pod bridge when the namespace has no route for it, so that the node reaches cluster IPs")
 	nodeFlags(f, o, "0.0.0.0:10250")
 	cmd.AddCommand(shimCommand(), imageCommand())
 	return cmd

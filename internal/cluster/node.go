@@ -35,8 +35,9 @@ type NodeOptions struct {
 	// NodeIP is the InternalIP; empty picks one.
 	NodeIP string
 	// ServiceClusterIPRange is the API server's (one CIDR, or two
-	// comma-separated); a node in a named namespace routes it to its pod
-	// bridge when nothing else routes it.
+	// comma-separated); pod traffic to it is not masqueraded, and a node
+	// in a named namespace routes it to its pod bridge when nothing else
+	// routes it.
 	ServiceClusterIPRange string
 	// ListenAddress is host:port of the node's HTTPS server, in the
 	// process's network namespace, or in the node's with

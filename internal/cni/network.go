@@ -2,8 +2,9 @@
 // host-local IPAM does on a Kubernetes node: a bridge svcnet0 holding the
 // first address of the node's pod CIDR as the pods' gateway, one network
 // namespace per pod joined to the bridge by a veth pair, addresses from the
-// pod CIDR recorded in the data dir, and routes to other nodes' pod CIDRs
-// through their node IPs. Everything is done over netlink, in the node's
+// pod CIDR recorded in the data dir, routes to other nodes' pod CIDRs
+// through their node IPs, and the masquerade of pod traffic that leaves the
+// cluster (masquerade.go). Everything is done over netlink, in the node's
 // network namespace, which need not be the process's own: a node may run
 // inside a named namespace while its API client stays outside.
 package cni
@@ -50,6 +51,11 @@ type Network struct {
 	// mu guards the pod CIDR in ipam, which Ensure sets.
 	mu   sync.Mutex
 	ipam *ipam
+
+	// masqMu serializes the writes of the masquerade tables; masqApplied
+	// describes what the last successful one wrote ("" when unknown).
+	masqMu      sync.Mutex
+	masqApplied string
 }
 
 // Sandbox is a pod's network: its namespace and address.
@@ -345,10 +351,10 @@ func (n *Network) SyncRoutes(routes map[string]net.IP) error {
 }
 
 // Remove takes the node's side of the pod network away once its pods'
-// networks are torn down: the routes to other nodes' pods, and the bridge
-// with its address and the routes through it.
+// networks are torn down: the masquerade tables, the routes to other
+// nodes' pods, and the bridge with its address and the routes through it.
 func (n *Network) Remove() error {
-	errs := []error{n.SyncRoutes(nil)}
+	errs := []error{n.removeMasquerade(), n.SyncRoutes(nil)}
 	br, err := n.nl.LinkByName(BridgeName)
 	switch {
 	case errors.As(err, new(netlink.LinkNotFoundError)):

@@ -21,6 +21,14 @@ import (
 // alone, removed with everything in it when the test ends.
 func testNetwork(t *testing.T) *Network {
 	t.Helper()
+	n, _ := testNetworkNamed(t)
+	return n
+}
+
+// testNetworkNamed is testNetwork that also names the node's namespace
+// (for `ip netns`).
+func testNetworkNamed(t *testing.T) (*Network, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("network namespaces need root, and CI runs as root")
@@ -49,7 +57,7 @@ func testNetwork(t *testing.T) *Network {
 			t.Errorf("ip netns del %s: %v: %s", name, err, out)
 		}
 	})
-	return n
+	return n, name
 }
 
 func TestPodsReachEachOtherOverTheBridge(t *testing.T) {

@@ -53,9 +53,9 @@ type Config struct {
 	// NetNS names the network namespace (/var/run/netns/NAME) the node's
 	// network lives in; empty means the process's own.
 	NetNS string
-	// ServiceRanges are the cluster IP ranges. In a node namespace that
-	// has no route for them they get one onto the pod bridge, so that the
-	// node itself reaches cluster IPs.
+	// ServiceRanges are the cluster IP ranges. Pod traffic to them is not
+	// masqueraded. In a node namespace that has no route for them they get
+	// one onto the pod bridge, so that the node itself reaches cluster IPs.
 	ServiceRanges []*net.IPNet
 	// NodeIP is the InternalIP; nil picks one as cni.NodeIP does.
 	NodeIP net.IP
@@ -78,8 +78,8 @@ type Config struct {
 	// MaxPods is the pods capacity.
 	MaxPods int
 	// StopPodsOnExit stops every pod and removes its network, then the
-	// node's bridge and routes, when the agent stops (svcnet up);
-	// otherwise pods outlive the agent.
+	// node's bridge, routes and masquerade, when the agent stops (svcnet
+	// up); otherwise pods outlive the agent.
 	StopPodsOnExit bool
 	// Self is the svcnet executable that runs shims and built-in images.
 	Self string
@@ -237,6 +237,12 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	all.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), podsSynced, nodesSynced, services.Informer().HasSynced, volumesSynced) {
 		return ctx.Err()
+	}
+	// Routes and masquerade are in place before this run starts a pod;
+	// what a previous run left is rewritten from the Nodes.
+	if err := routes.sync(); err != nil {
+		slog.Warn("sync the pod network with the nodes", "err", err)
+		routes.poke()
 	}
 	if err := a.adopt(ctx); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -220,6 +221,76 @@ func TestNodeNginxPodsReachEachOther(t *testing.T) {
 	// Pod b saw pod a's own address: no NAT between pods.
 	if logs := c.must("logs", podB); !strings.Contains(logs, ipA+` - - [`) {
 		t.Errorf("pod b's access log does not show pod a's address %s:\n%s", ipA, logs)
+	}
+}
+
+// TestNodePodEgressMasqueraded: a pod reaches a server outside the
+// cluster, which has no route to the pods, directly and through a Service
+// whose EndpointSlice is written by hand, and the server sees the node's
+// address; a pod reached through its Service still sees the client pod's
+// own address.
+func TestNodePodEgressMasqueraded(t *testing.T) {
+	c := startNodeCluster(t)
+	lan := outsideClient(t, c.netns, 0)
+	ln, err := netns.ListenAt(lan.ns)("tcp", net.JoinHostPort(lan.ip, "8080"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		fmt.Fprintf(w, "peer=%s\n", host)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+
+	c.pod("client", "nginx", "")
+	c.labeledPod("web", "web", "nginx", "    ports: [{containerPort: 80}]\n")
+	c.withStdin(fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: lan}
+spec:
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: lan-1, labels: {kubernetes.io/service-name: lan}}
+addressType: IPv4
+ports: [{name: "", port: 8080, protocol: TCP}]
+endpoints: [{addresses: [%s]}]
+`, lan.ip), "apply", "-f", "-")
+	c.waitReady("client", "True", 30*time.Second)
+	c.waitReady("web", "True", 30*time.Second)
+	c.readyEndpoints("web", 1)
+	from := c.netnsOf("client")
+	clientIP := c.jsonpath("pod", "client", "{.status.podIP}")
+
+	want := "peer=" + lan.nodeIP
+	if out, err := wget(t, from, "http://"+net.JoinHostPort(lan.ip, "8080")+"/"); err != nil || !strings.Contains(out, want) {
+		t.Errorf("GET the LAN server from pod client: %v: %s; want %s", err, out, want)
+	}
+	lanIP := c.jsonpath("service", "lan", "{.spec.clusterIP}")
+	eventually(t, 10*time.Second, func() string {
+		if out, err := wget(t, from, "http://"+lanIP+"/"); err != nil || !strings.Contains(out, want) {
+			return fmt.Sprintf("GET Service lan (%s) from pod client: %v: %s; want %s", lanIP, err, out, want)
+		}
+		return ""
+	})
+	webIP := c.jsonpath("service", "web", "{.spec.clusterIP}")
+	eventually(t, 10*time.Second, func() string {
+		if out, err := wget(t, from, "http://"+webIP+"/"); err != nil || podName(out) != "web" {
+			return fmt.Sprintf("GET Service web (%s) from pod client: %v: %s", webIP, err, out)
+		}
+		return ""
+	})
+	if logs := c.must("logs", "web"); !strings.Contains(logs, clientIP+" - - [") {
+		t.Errorf("pod web did not see pod client's address %s through its Service:\n%s", clientIP, logs)
 	}
 }
 
