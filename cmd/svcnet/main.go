@@ -81,8 +81,14 @@ func upCommand() *cobra.Command {
 	f.IntVar(&o.Nodes, "nodes", 1, "node agents to run: 0 for the control plane alone; 1 in up's own network namespace (or --netns); more each in a network namespace of its own, NAME-1 to NAME-N after --node-name, on a bridge svcnet-nodes in up's namespace")
 	f.StringVar(&o.NodeNetwork, "node-network", nodenet.DefaultCIDR, "with --nodes N: the nodes' network; up holds its first address, node i the i+1-th")
 	f.StringVar(&o.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "range node IPAM hands pod CIDRs (/24s) out of")
+	f.StringSliceVar(&o.DNSUpstreams, "dns-upstream", nil, "resolvers (host or host:port, comma-separated) the cluster DNS forwards names outside the cluster to (default: the nodes' /etc/resolv.conf)")
+	f.Lookup("cluster-dns").Usage = "the cluster DNS address, the kube-dns Service's cluster IP (default: the tenth address of the Service range)"
+	f.Lookup("cluster-dns").DefValue = ""
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		o.APIServer, o.ControllerManager = *api, *cm
+		if !f.Changed("cluster-dns") {
+			o.Node.ClusterDNS = ""
+		}
 		klog.SetSlogLogger(slog.Default())
 		o.Ready = func(kubeconfig, url string) {
 			fmt.Printf("svcnet is up: API server %s\n\n  export KUBECONFIG=%s\n  kubectl get nodes\n\n", url, kubeconfig)

@@ -22,7 +22,6 @@ func nodeFlags(f *pflag.FlagSet, o *cluster.NodeOptions, listen string) {
 	f.StringVar(&o.ListenAddress, "kubelet-address", listen, "host:port of the node's HTTPS server (logs), in the process's network namespace")
 	f.StringVar(&o.ClusterDNS, "cluster-dns", "10.96.0.10", "the cluster DNS address in pods' resolv.conf")
 	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
-	f.StringSliceVar(&o.DNSUpstream, "dns-upstream", nil, "resolvers (host or host:port, comma-separated) the cluster DNS forwards names outside the cluster to (default: the nameservers of /etc/resolv.conf)")
 	f.StringVar(&o.ImageTable, "image-table", "", "YAML file mapping images to built-in programs, host executables or commands, over the defaults")
 	f.StringVar(&o.ProxyMode, "proxy-mode", cluster.ProxyModeNFTables, "the Service proxy's mode: nftables (falls back to userspace where nftables cannot be used) or userspace")
 	f.StringVar(&o.ProxyMetrics, "proxy-metrics-bind-address", "", "host:port serving the Service proxy's /metrics over HTTP, kube-proxy's names (default: not served)")

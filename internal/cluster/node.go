@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -20,6 +21,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/nodeipam"
 	"github.com/svcnet/svcnet/internal/node"
 	"github.com/svcnet/svcnet/internal/pki"
+	"github.com/svcnet/svcnet/internal/proxy"
 )
 
 // NodeOptions configure a node agent.
@@ -51,8 +53,6 @@ type NodeOptions struct {
 	ClusterDomain string
 	// ImageTable is a YAML file of images laid over the defaults.
 	ImageTable string
-	// DNSUpstream are the resolvers the node's cluster DNS forwards to.
-	DNSUpstream []string
 	// StopPodsOnExit stops the pods when the node stops (and removes the
 	// proxy's rules).
 	StopPodsOnExit bool
@@ -60,6 +60,8 @@ type NodeOptions struct {
 	ProxyMode string
 	// ProxyMetrics is host:port serving the proxy's /metrics; empty: off.
 	ProxyMetrics string
+	// ProxySynced is told what the proxy holds after each of its syncs.
+	ProxySynced func(map[types.NamespacedName]*proxy.Service)
 }
 
 // RunNode runs a node agent until ctx ends.
@@ -120,7 +122,6 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		Labels:                o.Labels,
 		ClusterDNS:            o.ClusterDNS,
 		ClusterDomain:         o.ClusterDomain,
-		DNSUpstreams:          o.DNSUpstream,
 		Images:                images,
 		StopPodsOnExit:        o.StopPodsOnExit,
 		Version:               KubernetesVersion,

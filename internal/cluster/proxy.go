@@ -96,6 +96,7 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 		Metrics:       metrics,
 		Listen:        netns.ListenAt(ns),
 		CleanupOnExit: o.StopPodsOnExit,
+		Synced:        o.ProxySynced,
 	})
 }
 

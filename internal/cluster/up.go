@@ -6,16 +6,22 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/svcnet/svcnet/internal/addons"
+	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/nodenet"
+	"github.com/svcnet/svcnet/internal/pki"
 )
 
 // UpOptions configure `svcnet up`: the control plane and its nodes in one
@@ -34,6 +40,10 @@ type UpOptions struct {
 	NodeNetwork string
 	// ClusterCIDR is what node IPAM hands pod CIDRs (/24s) out of.
 	ClusterCIDR string
+	// DNSUpstreams are the resolvers the cluster DNS forwards names
+	// outside the cluster to (the coredns Corefile's forward plugin);
+	// empty means the nodes' resolv.conf.
+	DNSUpstreams []string
 	// Ready is called once the cluster is up, with the admin kubeconfig's
 	// path and the API server's URL.
 	Ready func(kubeconfig, url string)
@@ -48,6 +58,18 @@ const controlPlaneLabel = "node-role.kubernetes.io/control-plane"
 // the controllers and the API server in that order, and removes every
 // namespace, link and route it made.
 func Up(ctx context.Context, o UpOptions) error {
+	ranges, err := allocator.ParseConfig(o.APIServer.ServiceClusterIPRange, o.APIServer.ServiceNodePortRange)
+	if err != nil {
+		return err
+	}
+	if o.Node.ClusterDNS == "" {
+		// kubeadm's choice: the tenth address of the Service range.
+		ip := ranges.ServiceCIDRs[0].First()
+		for range 9 {
+			ip = ip.Next()
+		}
+		o.Node.ClusterDNS = ip.String()
+	}
 	plan, err := planNodes(&o)
 	if err != nil {
 		return err
@@ -101,11 +123,23 @@ func Up(ctx context.Context, o UpOptions) error {
 		return c.Wait()
 	})
 	run("node IPAM", func() error { return RunNodeIPAM(ctx, a.Kubeconfig, o.ClusterCIDR, 24) })
+	ready := &readiness{dns: o.Node.ClusterDNS, name: "kubernetes.default.svc." + o.Node.ClusterDomain}
 	for _, n := range plan.nodes {
 		n.Kubeconfig = a.Kubeconfig
+		p := &nodeProxy{name: n.NodeName, netns: netns.Path(n.NetNS)}
+		n.ProxySynced = p.synced
+		ready.nodes = append(ready.nodes, p)
 		run("node "+n.NodeName, func() error { return RunNode(ctx, n) })
 	}
-	if o.Ready != nil {
+	err = applyAddons(ctx, a, o, ranges.ServiceCIDRs[0].First())
+	if err == nil {
+		ready.client, err = adminClient(a.Kubeconfig)
+	}
+	switch {
+	case err != nil:
+		errs <- err
+		stop()
+	case ready.wait(ctx) == nil && o.Ready != nil:
 		o.Ready(a.Kubeconfig, a.URL)
 	}
 	<-ctx.Done()
@@ -117,6 +151,53 @@ func Up(ctx context.Context, o UpOptions) error {
 		all = append(all, err)
 	}
 	return errors.Join(append(all, <-apiDone)...)
+}
+
+// applyAddons installs cluster DNS, reaching the API through the
+// kubernetes Service's address.
+func applyAddons(ctx context.Context, a *APIServer, o UpOptions, kubernetesIP netip.Addr) error {
+	dir := filepath.Join(o.APIServer.DataDir, "pki")
+	ca, err := pki.LoadOrCreateCA(dir)
+	if err != nil {
+		return err
+	}
+	// The identity the coredns pods' service account will have once
+	// service account tokens reach pods.
+	pair, err := ca.Client(dir, "coredns", "system:serviceaccount:kube-system:coredns",
+		[]string{"system:serviceaccounts", "system:serviceaccounts:kube-system"})
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := Kubeconfig("https://"+net.JoinHostPort(kubernetesIP.String(), "443"), ca.CertPEM, pair)
+	if err != nil {
+		return err
+	}
+	client, err := adminClient(a.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	dnsIP, err := netip.ParseAddr(o.Node.ClusterDNS)
+	if err != nil {
+		return fmt.Errorf("--cluster-dns %q: %w", o.Node.ClusterDNS, err)
+	}
+	err = addons.Apply(ctx, client, addons.Config{ClusterDNS: dnsIP, Domain: o.Node.ClusterDomain, Upstreams: o.DNSUpstreams, Kubeconfig: kubeconfig})
+	if err != nil {
+		return fmt.Errorf("cluster add-ons: %w", err)
+	}
+	return nil
+}
+
+// adminClient is a client of the admin kubeconfig.
+func adminClient(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("API client: %w", err)
+	}
+	return client, nil
 }
 
 // nodePlan is what Up runs: the node agents, the nodes' network when they

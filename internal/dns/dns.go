@@ -1,11 +1,12 @@
-// Package dns is a node's cluster DNS, what CoreDNS with the kubernetes,
-// forward and cache plugins is to a Kubernetes cluster: client-go
-// informers on Namespaces, Services and EndpointSlices feed the record
-// index (records), the server (server) answers on the node's pod bridge
-// address, port 53, UDP and TCP, and forwards other names upstream
-// (forward), the node's address is listed behind the kube-dns Service
-// (publish), and metrics are served on port 9153 of the same address.
-// Everything it knows comes from the API server; a change to an
+// Package dns is svcnet's cluster DNS, what CoreDNS with the kubernetes,
+// forward, cache, health, ready and prometheus plugins is to a Kubernetes
+// cluster: client-go informers on Namespaces, Services and EndpointSlices
+// feed the record index (records), the server (server) answers on port 53,
+// UDP and TCP, and forwards other names upstream (forward). It runs as the
+// coredns pods of kube-system, behind the kube-dns Service (svcnet's
+// built-in coredns image, configured by the coredns ConfigMap's Corefile,
+// read by corefile), so that it is published, scheduled and replaced as
+// any pod. Everything it knows comes from the API server; a change to an
 // EndpointSlice is in the answers as soon as the watch delivers it.
 package dns
 
@@ -17,8 +18,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,56 +32,52 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/dns/forward"
-	"github.com/svcnet/svcnet/internal/dns/publish"
 	"github.com/svcnet/svcnet/internal/dns/records"
 	"github.com/svcnet/svcnet/internal/dns/server"
 )
 
-// Config configures a node's cluster DNS.
+// Config configures a cluster DNS server.
 type Config struct {
-	Client   kubernetes.Interface
-	NodeName string
-	// Zone is the cluster domain (cluster.local).
+	Client kubernetes.Interface
+	// Zone is the cluster domain (cluster.local); TTL the answers' TTL
+	// (default 5, CoreDNS's).
 	Zone string
-	// ServiceIP is the kube-dns Service's cluster IP (10.96.0.10).
-	ServiceIP string
-	// Address is where the server listens: the node's pod bridge address.
-	Address netip.Addr
-	// Port and MetricsPort default to 53 and 9153.
-	Port, MetricsPort int
-	// Upstreams are the resolvers for other names, host or host:port.
+	TTL  uint32
+	// NameServers answer ns.dns.<zone>: the kube-dns Service's cluster IP.
+	NameServers []netip.Addr
+	// Address is host:port the server answers on, UDP and TCP (":53").
+	Address string
+	// Upstreams are the resolvers for other names, host:port.
 	Upstreams []string
-	// Listen and ListenPacket open the server's sockets, and Dial the
-	// connections to the upstreams: in the node's network namespace.
+	// CacheTTL caps how long forwarded answers are kept (0: their TTL).
+	CacheTTL time.Duration
+	// Health, Ready and Metrics are the listen addresses of the HTTP
+	// servers of CoreDNS's health (/health), ready (/ready) and prometheus
+	// (/metrics) plugins; empty serves none. Lameduck keeps /health
+	// answering that long after ctx ends, while queries are still served.
+	Health, Ready, Metrics string
+	Lameduck               time.Duration
+	// Listen, ListenPacket and Dial open the sockets (default: the
+	// process's namespace).
 	Listen       func(network, address string) (net.Listener, error)
 	ListenPacket func(network, address string) (net.PacketConn, error)
 	Dial         func(ctx context.Context, network, address string) (net.Conn, error)
-	// Publish lists the address behind the kube-dns Service.
-	Publish bool
 }
-
-// ttl is the TTL of cluster answers, CoreDNS's default.
-const ttl = 5
 
 // Run serves cluster DNS until ctx ends.
 func Run(ctx context.Context, c Config) error {
-	if c.Port == 0 {
-		c.Port = publish.DNSPort
+	if c.TTL == 0 {
+		c.TTL = 5
 	}
-	if c.MetricsPort == 0 {
-		c.MetricsPort = publish.MetricsPort
+	if c.Listen == nil {
+		c.Listen = net.Listen
 	}
-	var nameServers []netip.Addr
-	if ip, err := netip.ParseAddr(c.ServiceIP); err == nil {
-		nameServers = append(nameServers, ip)
+	if c.ListenPacket == nil {
+		c.ListenPacket = net.ListenPacket
 	}
-	ix := records.New(records.Config{Zone: c.Zone, TTL: ttl, NameServers: nameServers})
+	ix := records.New(records.Config{Zone: c.Zone, TTL: c.TTL, NameServers: c.NameServers})
 	reg := prometheus.NewRegistry()
-	upstreams := make([]string, len(c.Upstreams))
-	for i, u := range c.Upstreams {
-		upstreams[i] = withPort(u)
-	}
-	fwd, err := forward.New(forward.Config{Upstreams: upstreams, Dial: c.Dial, Registerer: reg})
+	fwd, err := forward.New(forward.Config{Upstreams: c.Upstreams, Dial: c.Dial, Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -89,64 +86,97 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 
-	addr := net.JoinHostPort(c.Address.String(), strconv.Itoa(c.Port))
-	pc, err := c.ListenPacket("udp", addr)
-	if err != nil {
-		return fmt.Errorf("listen for DNS on udp %s: %w", addr, err)
+	var closers []func() error
+	closeAll := func() {
+		for _, f := range closers {
+			_ = f()
+		}
 	}
-	ln, err := c.Listen("tcp", addr)
+	pc, err := c.ListenPacket("udp", c.Address)
 	if err != nil {
-		pc.Close()
-		return fmt.Errorf("listen for DNS on tcp %s: %w", addr, err)
+		return fmt.Errorf("listen for DNS on udp %s: %w", c.Address, err)
 	}
-	metricsAddr := net.JoinHostPort(c.Address.String(), strconv.Itoa(c.MetricsPort))
-	mln, err := c.Listen("tcp", metricsAddr)
+	closers = append(closers, pc.Close)
+	ln, err := c.Listen("tcp", c.Address)
 	if err != nil {
-		pc.Close()
-		ln.Close()
-		return fmt.Errorf("listen for DNS metrics on %s: %w", metricsAddr, err)
+		closeAll()
+		return fmt.Errorf("listen for DNS on tcp %s: %w", c.Address, err)
+	}
+	closers = append(closers, ln.Close)
+	var synced atomic.Bool
+	var https []*http.Server
+	var httpListeners []net.Listener
+	for _, s := range []struct {
+		addr, path string
+		h          http.Handler
+	}{
+		{c.Health, "/health", okHandler(func() bool { return true })},
+		{c.Ready, "/ready", okHandler(synced.Load)},
+		{c.Metrics, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})},
+	} {
+		if s.addr == "" {
+			continue
+		}
+		l, err := c.Listen("tcp", s.addr)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("listen for %s on %s: %w", s.path, s.addr, err)
+		}
+		closers = append(closers, l.Close)
+		mux := http.NewServeMux()
+		mux.Handle(s.path, s.h)
+		https = append(https, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		httpListeners = append(httpListeners, l)
 	}
 
 	factory := informers.NewSharedInformerFactory(c.Client, 0)
-	synced, err := feed(ix, factory)
+	informersSynced, err := feed(ix, factory)
 	if err != nil {
-		pc.Close()
-		ln.Close()
-		mln.Close()
+		closeAll()
 		return err
 	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Queries go on during the lame duck period after ctx ends.
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
-	// Until the caches are filled the server would deny names that exist:
-	// serve, but publish the address only once synced.
+	errc := make(chan error, 1+len(https))
 	wg.Go(func() {
-		if err := srv.Serve(ctx, pc, ln); err != nil {
+		if err := srv.Serve(serveCtx, pc, ln); err != nil {
 			errc <- err
-			cancel()
+			stopServing()
 		}
 	})
-	metrics := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
-	wg.Go(func() {
-		if err := metrics.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("serve DNS metrics: %w", err)
-			cancel()
-		}
-	})
-	context.AfterFunc(ctx, func() { _ = metrics.Close() })
-	if cache.WaitForCacheSync(ctx.Done(), synced...) {
-		slog.Info("cluster DNS serving", "address", addr, "zone", c.Zone, "upstreams", upstreams)
-		if c.Publish {
-			wg.Go(func() {
-				publish.Run(ctx, publish.Config{Client: c.Client, NodeName: c.NodeName, ServiceIP: c.ServiceIP, Address: c.Address})
-			})
-		}
+	for i, h := range https {
+		wg.Go(func() {
+			if err := h.Serve(httpListeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serve %s: %w", httpListeners[i].Addr(), err)
+				stopServing()
+			}
+		})
 	}
-	<-ctx.Done()
+	// Until the caches are filled the server would deny names that
+	// exist: it serves, but reports ready only once synced.
+	if cache.WaitForCacheSync(serveCtx.Done(), informersSynced...) {
+		synced.Store(true)
+		slog.Info("cluster DNS serving", "address", c.Address, "zone", c.Zone, "upstreams", c.Upstreams)
+	}
+	select {
+	case <-ctx.Done():
+		if c.Lameduck > 0 {
+			select {
+			case <-time.After(c.Lameduck):
+			case <-serveCtx.Done():
+			}
+		}
+	case <-serveCtx.Done():
+	}
+	stopServing()
+	for _, h := range https {
+		_ = h.Close()
+	}
 	wg.Wait()
 	select {
 	case err := <-errc:
@@ -156,12 +186,15 @@ func Run(ctx context.Context, c Config) error {
 	}
 }
 
-// withPort adds the DNS port to an upstream given without one.
-func withPort(u string) string {
-	if _, _, err := net.SplitHostPort(u); err == nil {
-		return u
-	}
-	return net.JoinHostPort(u, "53")
+// okHandler answers 200 OK while ok holds, else 503.
+func okHandler(ok func() bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !ok() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("OK"))
+	})
 }
 
 // feed keeps the index in step with the informers' objects.

@@ -70,9 +70,6 @@ type Config struct {
 	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
 	ClusterDNS    string
 	ClusterDomain string
-	// DNSUpstreams are the resolvers the node's cluster DNS forwards other
-	// names to; empty means the nameservers of the host's resolv.conf.
-	DNSUpstreams []string
 	// Images maps images to programs.
 	Images ImageTable
 	// MaxPods is the pods capacity.
@@ -143,9 +140,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer network.Close()
-	hostResolv, err := os.ReadFile("/etc/resolv.conf")
+	hostResolv, err := readHostResolvConf()
 	if err != nil {
-		return fmt.Errorf("read the node's resolv.conf: %w", err)
+		return err
 	}
 	a := &Agent{
 		cfg:     cfg,
@@ -262,7 +259,6 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	wg.Go(func() { reg.heartbeat(ctx) })
 	wg.Go(func() { a.relist(ctx) })
 	wg.Go(func() { routes.run(ctx) })
-	wg.Go(func() { a.serveDNS(ctx, podCIDR) })
 	slog.Info("node agent running", "node", a.cfg.NodeName, "podCIDR", podCIDR, "nodeIP", a.nodeIP, "netns", nsPath)
 
 	<-ctx.Done()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +17,42 @@ const (
 	maxNameservers = 3
 	maxSearch      = 32
 )
+
+// Where the node's resolver configuration is read from: /etc/resolv.conf,
+// unless that names only a local stub resolver (systemd-resolved's
+// 127.0.0.53), which pods cannot reach from their own network namespaces;
+// then the file of the upstream servers systemd-resolved writes, as
+// kubeadm points the kubelet's --resolv-conf at it.
+const (
+	hostResolvConf     = "/etc/resolv.conf"
+	resolvedResolvConf = "/run/systemd/resolve/resolv.conf"
+)
+
+// readHostResolvConf reads the node's resolver configuration, the one
+// dnsPolicy Default pods (the cluster DNS's own) get.
+func readHostResolvConf() ([]byte, error) {
+	b, err := os.ReadFile(hostResolvConf)
+	if err != nil {
+		return nil, fmt.Errorf("read the node's resolv.conf: %w", err)
+	}
+	if onlyLoopback(parseResolvConf(b).nameservers) {
+		if r, err := os.ReadFile(resolvedResolvConf); err == nil {
+			return r, nil
+		}
+	}
+	return b, nil
+}
+
+// onlyLoopback reports whether every nameserver is a loopback address
+// (and there is at least one).
+func onlyLoopback(servers []string) bool {
+	for _, s := range servers {
+		if ip := net.ParseIP(s); ip == nil || !ip.IsLoopback() {
+			return false
+		}
+	}
+	return len(servers) > 0
+}
 
 // resolvConf is a resolver configuration.
 type resolvConf struct {

@@ -20,7 +20,7 @@ import (
 // default arguments.
 type Image struct {
 	// Builtin names a program built into svcnet (nginx, httpd, agnhost,
-	// http-echo, pause).
+	// http-echo, pause, coredns).
 	Builtin string `json:"builtin,omitempty"`
 	// Host is a host executable that plays the image's binaries, as the
 	// host's busybox plays busybox's applets (chosen by argv[0]).
@@ -42,6 +42,7 @@ func DefaultImages() ImageTable {
 	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}}
 	pause := Image{Builtin: builtin.Pause, Binaries: []string{"/pause", "pause"}}
 	busybox := Image{Host: "busybox", Cmd: []string{"sh"}}
+	coredns := Image{Builtin: builtin.CoreDNS, Binaries: []string{"/coredns", "coredns"}}
 	return ImageTable{
 		"nginx":                       {Builtin: builtin.Nginx, Binaries: []string{"nginx", "/usr/sbin/nginx", "/docker-entrypoint.sh"}},
 		"nginxinc/nginx-unprivileged": {Builtin: builtin.Nginx, Binaries: []string{"nginx", "/usr/sbin/nginx"}},
@@ -58,6 +59,8 @@ func DefaultImages() ImageTable {
 		"registry.k8s.io/nginx-slim":              {Builtin: builtin.Nginx, Binaries: []string{"nginx"}},
 		"registry.k8s.io/e2e-test-images/httpd":   {Builtin: builtin.Httpd, Binaries: []string{"httpd-foreground", "httpd"}},
 		"registry.k8s.io/serve_hostname":          {Builtin: builtin.Agnhost, Cmd: []string{"serve-hostname"}},
+		"registry.k8s.io/coredns/coredns":         coredns,
+		"coredns/coredns":                         coredns,
 	}
 }
 

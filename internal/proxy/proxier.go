@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -44,6 +45,10 @@ type Config struct {
 	Listen func(network, address string) (net.Listener, error)
 	// CleanupOnExit removes the backend's rules when ctx ends.
 	CleanupOnExit bool
+	// Synced, when set, is told every Service as the backend holds it after
+	// each sync (see Desired): what svcnet up waits on before it says the
+	// cluster is up.
+	Synced func(map[types.NamespacedName]*Service)
 }
 
 // Run tracks Services and EndpointSlices and keeps the backend in line
@@ -63,11 +68,7 @@ func Run(ctx context.Context, c Config) error {
 		default:
 		}
 	}
-	// As kube-proxy: Services another proxy serves and headless ones are
-	// not ours.
-	noProxyName, _ := labels.NewRequirement("service.kubernetes.io/service-proxy-name", selection.DoesNotExist, nil)
-	notHeadless, _ := labels.NewRequirement(corev1.IsHeadlessService, selection.DoesNotExist, nil)
-	selector := labels.NewSelector().Add(*noProxyName, *notHeadless).String()
+	selector := proxiedServices().String()
 	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = selector
 	}))
@@ -137,9 +138,37 @@ func Run(ctx context.Context, c Config) error {
 		}
 		c.Metrics.synced(start, full, triggers, st)
 		health.sync(u.Services)
+		if c.Synced != nil {
+			c.Synced(u.Services)
+		}
 		return nil
 	})
 	return c.cleanup(nil)
+}
+
+// proxiedServices selects the Services a proxy serves, as kube-proxy's:
+// not those another proxy serves, nor headless ones.
+func proxiedServices() labels.Selector {
+	noProxyName, _ := labels.NewRequirement("service.kubernetes.io/service-proxy-name", selection.DoesNotExist, nil)
+	notHeadless, _ := labels.NewRequirement(corev1.IsHeadlessService, selection.DoesNotExist, nil)
+	return labels.NewSelector().Add(*noProxyName, *notHeadless)
+}
+
+// Desired is what a proxy of node holds once it has applied services and
+// slices, the API's objects, as Config.Synced reports it.
+func Desired(services []*corev1.Service, slices []*discoveryv1.EndpointSlice, node string) map[types.NamespacedName]*Service {
+	t := NewTracker(node)
+	sel := proxiedServices()
+	for _, s := range services {
+		if sel.Matches(labels.Set(s.Labels)) {
+			t.ServiceUpdated(nil, s)
+		}
+	}
+	for _, s := range slices {
+		t.SliceUpdated(s, false)
+	}
+	u, _ := t.Take(true)
+	return u.Services
 }
 
 func (c Config) cleanup(err error) error {

@@ -195,9 +195,8 @@ func startSvcnet(ctx context.Context, cs kubernetes.Interface, f *fixture) (serv
 	start := time.Now()
 	go func() {
 		exited.set(clusterdns.Run(ctx, clusterdns.Config{
-			Client: cs, NodeName: "bench", Zone: zone, ServiceIP: "10.96.0.10",
-			Address: netip.MustParseAddr("127.0.0.1"), Port: port, MetricsPort: metricsPort,
-			Listen: net.Listen, ListenPacket: net.ListenPacket,
+			Client: cs, Zone: zone, NameServers: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
+			Address: s.addr, Metrics: net.JoinHostPort("127.0.0.1", strconv.Itoa(metricsPort)),
 		}))
 	}()
 	stop := func() {

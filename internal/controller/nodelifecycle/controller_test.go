@@ -8,7 +8,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/controllertest"
-	"github.com/svcnet/svcnet/internal/dns/publish"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -73,28 +71,6 @@ func readyPod(name, node string) *corev1.Pod {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 	}
-}
-
-// dnsSlice is the kube-dns EndpointSlice a node agent publishes for its
-// own DNS server.
-func dnsSlice(node, ip string) *discoveryv1.EndpointSlice {
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: publish.SliceName(node), Namespace: metav1.NamespaceSystem, Labels: map[string]string{
-			discoveryv1.LabelServiceName: publish.ServiceName, discoveryv1.LabelManagedBy: publish.ManagedBy}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip}, NodeName: ptr.To(node),
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}}},
-	}
-}
-
-// dnsReady is the ready condition of a node's kube-dns endpoint.
-func (h *harness) dnsReady(node string) bool {
-	h.t.Helper()
-	s, err := h.cs.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).Get(context.Background(), publish.SliceName(node), metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return *s.Endpoints[0].Conditions.Ready
 }
 
 func (h *harness) node(name string) *corev1.Node {
@@ -172,8 +148,7 @@ func taints(n *corev1.Node) map[string]bool {
 }
 
 func TestSilentNodeIsUnknownTaintedAndItsPodsNotReady(t *testing.T) {
-	h := start(t, readyNode("lost"), readyNode("alive"), lease("lost", t0), lease("alive", t0), readyPod("web", "lost"),
-		dnsSlice("lost", "10.244.1.1"), dnsSlice("alive", "10.244.2.1"))
+	h := start(t, readyNode("lost"), readyNode("alive"), lease("lost", t0), lease("alive", t0), readyPod("web", "lost"))
 	h.waitEvent("RegisteredNode", "Node lost event: Registered Node lost in Controller")
 	h.waitEvent("RegisteredNode", "Node alive event: Registered Node alive in Controller")
 
@@ -213,13 +188,6 @@ func TestSilentNodeIsUnknownTaintedAndItsPodsNotReady(t *testing.T) {
 	}
 	h.waitEvent("NodeNotReady", "Node lost status is now: NodeNotReady")
 	h.waitEvent("NodeNotReady", "Node is not ready")
-	// The lost node's own DNS server leaves kube-dns with its pods.
-	controllertest.Eventually(t, func() string {
-		if lost, alive := h.dnsReady("lost"), h.dnsReady("alive"); lost || !alive {
-			return fmt.Sprintf("kube-dns endpoints ready: lost %v, alive %v; want false, true", lost, alive)
-		}
-		return ""
-	})
 	alive := h.node("alive")
 	if ready := readyCondition(&alive.Status); ready.Status != corev1.ConditionTrue || len(alive.Spec.Taints) != 0 {
 		t.Errorf("alive node renewing its Lease: Ready=%s, taints %v", ready.Status, alive.Spec.Taints)
@@ -245,13 +213,12 @@ func TestSilentNodeIsUnknownTaintedAndItsPodsNotReady(t *testing.T) {
 	})
 }
 
-// TestPodOnNotReadyNodeLeavesTheNodesDNSAlone: a pod assigned to a node
-// that has not reported Ready yet (one that is starting) is marked not
-// Ready, but the node's DNS server, about to serve, stays in kube-dns.
-func TestPodOnNotReadyNodeLeavesTheNodesDNSAlone(t *testing.T) {
+// TestPodOnNotReadyNodeIsNotReady: a pod assigned to a node that has not
+// reported Ready yet (one that is starting) is marked not Ready.
+func TestPodOnNotReadyNodeIsNotReady(t *testing.T) {
 	starting := readyNode("starting")
 	readyCondition(&starting.Status).Status = corev1.ConditionFalse
-	h := start(t, starting, lease("starting", t0), dnsSlice("starting", "10.244.1.1"))
+	h := start(t, starting, lease("starting", t0))
 	h.waitEvent("RegisteredNode", "Node starting event: Registered Node starting in Controller")
 	if _, err := h.cs.CoreV1().Pods("default").Create(context.Background(), readyPod("web", "starting"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -263,9 +230,6 @@ func TestPodOnNotReadyNodeLeavesTheNodesDNSAlone(t *testing.T) {
 		}
 		return ""
 	})
-	if !h.dnsReady("starting") {
-		t.Error("a pod assigned to a starting node took the node's DNS out of kube-dns")
-	}
 }
 
 func TestNeverReportedNodeWithoutOthersIsNotEvicted(t *testing.T) {

@@ -10,15 +10,12 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 
-	"github.com/svcnet/svcnet/internal/dns/publish"
 )
 
 // nodeHealth is what the controller last saw of a node, with its own
@@ -122,10 +119,8 @@ func (c *Controller) checkNode(ctx context.Context, node *corev1.Node) (*corev1.
 		c.recorder.Eventf(nodeRef(node), corev1.EventTypeNormal, "NodeNotReady", "Node %s status is now: %s", node.Name, "NodeNotReady")
 	}
 	if stopped || (retry && observed.Status != corev1.ConditionTrue) {
-		// The node went silent: its pods and its own DNS server leave
-		// Services' endpoints. (syncPod marks a pod assigned to a node not
-		// yet Ready, alone: a starting node's DNS is about to serve.)
-		err := errors.Join(c.markPodsNotReady(ctx, pods, node.Name), c.markNodeDNSNotReady(ctx, node.Name))
+		// The node went silent: its pods leave Services' endpoints.
+		err := c.markPodsNotReady(ctx, pods, node.Name)
 		if err != nil {
 			slog.Warn("mark pods not Ready; retrying next pass", "node", node.Name, "err", err)
 			c.setRetry(node.Name, true)
@@ -361,42 +356,6 @@ func (c *Controller) markPodsNotReady(ctx context.Context, pods []*corev1.Pod, n
 		c.recorder.Event(pod, corev1.EventTypeWarning, "NodeNotReady", "Node is not ready")
 	}
 	return errors.Join(errs...)
-}
-
-// markNodeDNSNotReady does for the node agent's own cluster DNS server
-// what markPodsNotReady does for pods: the node's kube-dns EndpointSlice
-// (not a pod's, so no EndpointSlice controller follows the node) gets its
-// endpoints not ready, so that proxies stop sending queries to a server
-// that went silent with its node. The agent publishes them ready again
-// when it comes back.
-func (c *Controller) markNodeDNSNotReady(ctx context.Context, nodeName string) error {
-	slices := c.client.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem)
-	slice, err := slices.Get(ctx, publish.SliceName(nodeName), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read the kube-dns slice of node %s: %w", nodeName, err)
-	}
-	if slice.Labels[discoveryv1.LabelManagedBy] != publish.ManagedBy {
-		return nil
-	}
-	changed := false
-	for i := range slice.Endpoints {
-		e := &slice.Endpoints[i]
-		if e.NodeName == nil || *e.NodeName != nodeName || (e.Conditions.Ready != nil && !*e.Conditions.Ready) {
-			continue
-		}
-		e.Conditions.Ready, e.Conditions.Serving = ptr.To(false), ptr.To(false)
-		changed = true
-	}
-	if !changed {
-		return nil
-	}
-	if _, err := slices.Update(ctx, slice, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("mark the kube-dns slice of node %s not ready: %w", nodeName, err)
-	}
-	return nil
 }
 
 func podReadyIndex(pod *corev1.Pod) int {

@@ -1,7 +1,8 @@
 // Package builtin is the programs that stand in for the demo images svcnet
 // does not pull: nginx and httpd (a web server answering like the image's
 // default page), agnhost's netexec, serve-hostname and pause as upstream's
-// e2e tests use them, and hashicorp/http-echo. Each runs as a container's
+// e2e tests use them, hashicorp/http-echo, and coredns (svcnet's cluster
+// DNS, configured by a Corefile). Each runs as a container's
 // process (`svcnet node image NAME --ports=P,... -- ARGS`), so it sees the
 // pod's network, hostname and signals as the real image would.
 package builtin
@@ -28,6 +29,7 @@ const (
 	Agnhost  = "agnhost"
 	HTTPEcho = "http-echo"
 	Pause    = "pause"
+	CoreDNS  = "coredns"
 )
 
 // PodHeader names the pod in every answer of the built-in web servers.
@@ -45,6 +47,8 @@ func Main(name string, ports []int, args []string) error {
 		return agnhost(ctx, args)
 	case HTTPEcho:
 		return httpEcho(ctx, args)
+	case CoreDNS:
+		return coredns(ctx, args)
 	case Pause:
 		<-ctx.Done()
 		return nil
