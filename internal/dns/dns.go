@@ -122,6 +122,7 @@ func Run(ctx context.Context, c Config) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
+	wg.Go(func() { fwd.Run(ctx) })
 	// Until the caches are filled the server would deny names that exist:
 	// serve, but publish the address only once synced.
 	wg.Go(func() {
