@@ -134,6 +134,22 @@ func newDiscovery(set *registry.Set) *discovery {
 
 func (d *discovery) paths() []string { return d.pathsCache }
 
+// claims reports whether path lies under /api or under a served API
+// group, where kube-apiserver's go-restful web services (the legacy root
+// and each group's) own every path, known or not.
+func (d *discovery) claims(path string) bool {
+	if path == "/api" || strings.HasPrefix(path, "/api/") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(path, "/apis/")
+	if !ok {
+		return false
+	}
+	group, _, _ := strings.Cut(rest, "/")
+	_, served := d.byGroup[group]
+	return served
+}
+
 // wantsAggregated reports whether Accept asks for aggregated discovery v2.
 func wantsAggregated(r *http.Request) bool {
 	for _, entry := range strings.Split(r.Header.Get("Accept"), ",") {

@@ -32,8 +32,13 @@ func parseResourcePath(path string) (gv schema.GroupVersion, parts []string, ok 
 	return gv, nil, false
 }
 
-// resolve turns a resource path into a requestInfo, or a 404.
-func (s *Server) resolve(r *http.Request, gv schema.GroupVersion, p []string) (*requestInfo, error) {
+// resolve turns a resource path into a requestInfo; it reports false for a
+// path that names no resource (or subresource) this server serves.
+func (s *Server) resolve(r *http.Request) (*requestInfo, bool) {
+	gv, p, ok := parseResourcePath(r.URL.Path)
+	if !ok {
+		return nil, false
+	}
 	ri := &requestInfo{}
 	var resource string
 	switch {
@@ -46,7 +51,7 @@ func (s *Server) resolve(r *http.Request, gv schema.GroupVersion, p []string) (*
 			ri.subresource = p[4]
 		}
 		if len(p) > 5 {
-			return nil, apierrors.NewNotFound(schema.GroupResource{}, "")
+			return nil, false
 		}
 	default:
 		resource = p[0]
@@ -57,18 +62,33 @@ func (s *Server) resolve(r *http.Request, gv schema.GroupVersion, p []string) (*
 			ri.subresource = p[2]
 		}
 		if len(p) > 3 {
-			return nil, apierrors.NewNotFound(schema.GroupResource{}, "")
+			return nil, false
 		}
 	}
 	ri.res = s.resources.ByGVR(gv.WithResource(resource))
 	if ri.res == nil || (ri.namespace != "" && !ri.res.Namespaced) {
-		return nil, apierrors.NewNotFound(schema.GroupResource{}, "")
+		return nil, false
 	}
 	if ri.subresource != "" && !s.hasSubresource(ri.res, ri.subresource) {
-		return nil, apierrors.NewNotFound(schema.GroupResource{}, "")
+		return nil, false
 	}
 	ri.verb = verbOf(r, ri)
-	return ri, nil
+	return ri, true
+}
+
+// notFound answers a path that names nothing served, as kube-apiserver
+// does. There a path under /api or under an API group it serves belongs to
+// that group's go-restful web service, whose 404 is a Status ("the server
+// could not find the requested resource", details {}); any other path,
+// such as one under a group it does not serve, falls through the
+// delegation chain to its end, which answers net/http's plain-text
+// "404 page not found".
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	if !s.discovery.claims(r.URL.Path) {
+		http.NotFound(w, r)
+		return
+	}
+	writeError(w, r, apierrors.NewGenericServerResponse(http.StatusNotFound, "", schema.GroupResource{}, "", "", 0, false))
 }
 
 func (s *Server) hasSubresource(res *registry.Resource, sub string) bool {

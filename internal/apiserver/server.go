@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/svcnet/svcnet/internal/httpserve"
@@ -152,14 +151,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.discovery.serve(w, r) {
 		return
 	}
-	gv, parts, ok := parseResourcePath(p)
+	ri, ok := s.resolve(r)
 	if !ok {
-		writeError(w, r, apierrors.NewNotFound(schema.GroupResource{}, ""))
-		return
-	}
-	ri, err := s.resolve(r, gv, parts)
-	if err != nil {
-		writeError(w, r, err)
+		s.notFound(w, r)
 		return
 	}
 	setRequestLabels(r, ri)

@@ -77,7 +77,7 @@ func Run(ctx context.Context, c Config) error {
 	}
 	ix := records.New(records.Config{Zone: c.Zone, TTL: c.TTL, NameServers: c.NameServers})
 	reg := prometheus.NewRegistry()
-	fwd, err := forward.New(forward.Config{Upstreams: c.Upstreams, Dial: c.Dial, Registerer: reg})
+	fwd, err := forward.New(forward.Config{Upstreams: c.Upstreams, Dial: c.Dial, Registerer: reg, MaxTTL: c.CacheTTL})
 	if err != nil {
 		return err
 	}
@@ -143,6 +143,7 @@ func Run(ctx context.Context, c Config) error {
 	defer stopServing()
 	var wg sync.WaitGroup
 	errc := make(chan error, 1+len(https))
+	wg.Go(func() { fwd.Run(serveCtx) })
 	wg.Go(func() {
 		if err := srv.Serve(serveCtx, pc, ln); err != nil {
 			errc <- err

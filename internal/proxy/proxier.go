@@ -125,7 +125,8 @@ func Run(ctx context.Context, c Config) error {
 	}
 	health := newHealthServers(c.Listen)
 	defer health.close()
-	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(c.MinSyncPeriod), 2), period: c.SyncPeriod}
+	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(c.MinSyncPeriod), 2), period: c.SyncPeriod,
+		urgent: tracker.Unrejects, floor: urgentSyncFloor}
 	slog.Info("service proxy running", "node", c.NodeName)
 	r.loop(ctx, func(full bool) error {
 		start := time.Now()
@@ -181,18 +182,29 @@ func (c Config) cleanup(err error) error {
 	return err
 }
 
+// urgentSyncFloor is the least time between the start of a sync and an
+// urgent one, so that a flapping Service cannot keep the proxy busy.
+const urgentSyncFloor = 100 * time.Millisecond
+
 // runner calls a sync when kicked, at most at the limiter's rate, and a
-// full sync at the start, every period, and after a failure.
+// full sync at the start, every period, and after a failure. A sync the
+// urgent func asks for (a Service that backends reject for want of
+// endpoints has got some) does not wait for the limiter, only for floor
+// after the previous sync: clients must not be refused for up to a min
+// sync period by a Service that is ready.
 type runner struct {
 	kick    chan struct{}
 	limiter *rate.Limiter
 	period  time.Duration
+	urgent  func() bool
+	floor   time.Duration
 }
 
 func (r *runner) loop(ctx context.Context, sync func(full bool) error) {
 	full := true
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -201,7 +213,7 @@ func (r *runner) loop(ctx context.Context, sync func(full bool) error) {
 		case <-timer.C:
 			full = true
 		}
-		if r.limiter.Wait(ctx) != nil {
+		if !r.wait(ctx, last) {
 			return
 		}
 		// Events that arrived while waiting are in this sync.
@@ -209,6 +221,7 @@ func (r *runner) loop(ctx context.Context, sync func(full bool) error) {
 		case <-r.kick:
 		default:
 		}
+		last = time.Now()
 		next := r.period
 		if err := sync(full); err != nil {
 			// Retry soon, in full: what failed is unknown.
@@ -218,5 +231,36 @@ func (r *runner) loop(ctx context.Context, sync func(full bool) error) {
 			full = false
 		}
 		timer.Reset(next)
+	}
+}
+
+// wait returns when the next sync may start, the one after the sync that
+// started at last: on a token of the limiter or, once urgent, floor after
+// last. Kicks while waiting are events that may have made it urgent. It
+// reports false when ctx ended first.
+func (r *runner) wait(ctx context.Context, last time.Time) bool {
+	res := r.limiter.Reserve()
+	delay := res.Delay()
+	if delay == 0 {
+		return true
+	}
+	token := time.NewTimer(delay)
+	defer token.Stop()
+	var early <-chan time.Time
+	for {
+		if early == nil && r.urgent() {
+			early = time.After(time.Until(last.Add(r.floor)))
+		}
+		select {
+		case <-ctx.Done():
+			res.Cancel()
+			return false
+		case <-token.C:
+			return true
+		case <-early:
+			res.Cancel()
+			return true
+		case <-r.kick:
+		}
 	}
 }

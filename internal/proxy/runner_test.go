@@ -3,17 +3,20 @@ package proxy
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/time/rate"
 )
 
+func never() bool { return false }
+
 func TestRunnerFullOnStartAndAfterFailure(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	kick := make(chan struct{}, 1)
-	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(10*time.Millisecond), 2), period: time.Hour}
+	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(10*time.Millisecond), 2), period: time.Hour, urgent: never}
 	calls := make(chan bool)
 	results := make(chan error)
 	done := make(chan struct{})
@@ -50,7 +53,7 @@ func TestRunnerRespectsMinSyncPeriod(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	kick := make(chan struct{}, 1)
 	const minPeriod = 100 * time.Millisecond
-	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(minPeriod), 1), period: time.Hour}
+	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(minPeriod), 1), period: time.Hour, urgent: never, floor: time.Millisecond}
 	synced := make(chan time.Time)
 	done := make(chan struct{})
 	start := time.Now()
@@ -81,5 +84,60 @@ func TestRunnerRespectsMinSyncPeriod(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a kick gave no sync")
 		}
+	}
+}
+
+// Once the burst is spent, a change that makes a rejected Service
+// reachable is synced floor after the previous sync instead of on the
+// limiter's next token, even while an ordinary change waits for it; a
+// Service that keeps flapping is synced no more often than every floor.
+func TestRunnerSyncsAtOnceWhenAServiceBecomesReachable(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	kick := make(chan struct{}, 1)
+	const minPeriod, floor = time.Second, 100 * time.Millisecond
+	var urgent atomic.Bool
+	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(minPeriod), 2), period: time.Hour, urgent: urgent.Load, floor: floor}
+	synced := make(chan time.Time)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.loop(ctx, func(bool) error {
+			select {
+			case synced <- time.Now():
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	next := func() time.Time {
+		t.Helper()
+		select {
+		case at := <-synced:
+			return at
+		case <-time.After(5 * time.Second):
+			t.Fatal("no sync")
+			return time.Time{}
+		}
+	}
+	// The start and a change take the burst's two tokens.
+	first := next()
+	kick <- struct{}{}
+	prev := next()
+	// An ordinary change waits for the next token, a second after the
+	// first sync; a Service becoming reachable does not.
+	kick <- struct{}{}
+	urgent.Store(true)
+	kick <- struct{}{}
+	for i := range 4 {
+		at := next()
+		if d := at.Sub(prev); d < floor-time.Millisecond {
+			t.Errorf("urgent sync %d came %s after the previous one, want at least %s", i, d, floor)
+		}
+		if i == 0 && at.Sub(first) > minPeriod/2 {
+			t.Errorf("urgent sync came %s after the first sync: it waited for the limiter", at.Sub(first))
+		}
+		prev = at
+		kick <- struct{}{}
 	}
 }

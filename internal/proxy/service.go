@@ -90,6 +90,59 @@ func (p *ServicePort) LocalEndpoints() []Endpoint {
 	return usable(p.Endpoints, func(e Endpoint) bool { return e.Local })
 }
 
+// families is a set of IP families: 1 for IPv4, 2 for IPv6.
+type families uint8
+
+func familyOf(a netip.Addr) families {
+	if a.Is4() {
+		return 1
+	}
+	return 2
+}
+
+// rejected are the families of p's cluster IPs in which p has no usable
+// endpoint (ClusterEndpoints), where backends reject its traffic as a
+// Service's without endpoints; served are those in which it has one.
+func (p *ServicePort) rejected() (rejected, served families) {
+	var ips, eps families
+	for _, a := range p.ClusterIPs {
+		ips |= familyOf(a)
+	}
+	for _, e := range p.ClusterEndpoints() {
+		eps |= familyOf(e.Addr)
+	}
+	return ips &^ eps, ips & eps
+}
+
+// rejects reports whether backends reject traffic to some port of s for
+// want of endpoints.
+func (s *Service) rejects() bool {
+	for _, p := range s.Ports {
+		if r, _ := p.rejected(); r != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// unrejects reports whether cur has usable endpoints for a port (the same
+// protocol and number) in an address family in which prev has none:
+// applying cur makes the Service reachable where it refused connections.
+func unrejects(prev, cur *Service) bool {
+	for _, p := range prev.Ports {
+		rejected, _ := p.rejected()
+		if rejected == 0 {
+			continue
+		}
+		for _, q := range cur.Ports {
+			if _, served := q.rejected(); q.Protocol == p.Protocol && q.Port == p.Port && rejected&served != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func usable(eps []Endpoint, keep func(Endpoint) bool) []Endpoint {
 	var ready, terminating []Endpoint
 	for _, e := range eps {

@@ -1,8 +1,9 @@
 // Package proxy is svcnet's kube-proxy core: a change tracker turns
 // informer events on Services and EndpointSlices into a pending change per
 // Service, and a sync loop hands the merged changes to a backend (nftables,
-// or the userspace proxy) at most once per minimum sync period, with a full
-// resync on start and on a timer. Backends see the same Update whatever
+// or the userspace proxy) at most once per minimum sync period (except for a
+// change that makes a rejected Service reachable, synced at once), with a
+// full resync on start and on a timer. Backends see the same Update whatever
 // they program, so they share the tracking, the endpoint choice (ready
 // ones, else serving terminating ones), the metrics and the health-check
 // servers of externalTrafficPolicy Local.
@@ -51,17 +52,24 @@ type Tracker struct {
 	dirty map[types.NamespacedName][]time.Time
 	// applied is the state handed out by the last Take.
 	applied map[types.NamespacedName]*Service
+	// rejecting names the applied Services that backends reject on some
+	// port for want of endpoints; reachable names those of them whose
+	// pending state has endpoints for such a port.
+	rejecting map[types.NamespacedName]bool
+	reachable map[types.NamespacedName]bool
 }
 
 // NewTracker tracks Services for the node named node (its endpoints are
 // the local ones).
 func NewTracker(node string) *Tracker {
 	return &Tracker{
-		node:     node,
-		services: map[types.NamespacedName]*corev1.Service{},
-		slices:   map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice{},
-		dirty:    map[types.NamespacedName][]time.Time{},
-		applied:  map[types.NamespacedName]*Service{},
+		node:      node,
+		services:  map[types.NamespacedName]*corev1.Service{},
+		slices:    map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice{},
+		dirty:     map[types.NamespacedName][]time.Time{},
+		applied:   map[types.NamespacedName]*Service{},
+		rejecting: map[types.NamespacedName]bool{},
+		reachable: map[types.NamespacedName]bool{},
 	}
 }
 
@@ -86,6 +94,7 @@ func (t *Tracker) ServiceUpdated(old, current *corev1.Service) {
 	if _, ok := t.dirty[name]; !ok {
 		t.dirty[name] = nil
 	}
+	t.noteReachable(name)
 }
 
 // SliceUpdated records an EndpointSlice's new state, or its deletion.
@@ -113,6 +122,45 @@ func (t *Tracker) SliceUpdated(slice *discoveryv1.EndpointSlice, deleted bool) {
 		times = append(times, ts)
 	}
 	t.dirty[name] = times
+	t.noteReachable(name)
+}
+
+// noteReachable records whether name's pending state makes a port
+// reachable that backends reject in the applied state for want of
+// endpoints. Only Services applied as rejecting pay for building the
+// pending state.
+func (t *Tracker) noteReachable(name types.NamespacedName) {
+	if !t.rejecting[name] {
+		return
+	}
+	if cur := t.pending(name); cur != nil && unrejects(t.applied[name], cur) {
+		t.reachable[name] = true
+	} else {
+		delete(t.reachable, name)
+	}
+}
+
+// Unrejects reports whether the pending changes make a Service reachable
+// where backends reject its traffic for want of endpoints: its first
+// usable endpoints on a port (in an address family) have arrived.
+func (t *Tracker) Unrejects() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.reachable) > 0
+}
+
+// pending is name's Service as the events so far make it, nil when it
+// does not exist.
+func (t *Tracker) pending(name types.NamespacedName) *Service {
+	svc, ok := t.services[name]
+	if !ok {
+		return nil
+	}
+	list := make([]*discoveryv1.EndpointSlice, 0, len(t.slices[name]))
+	for _, s := range t.slices[name] {
+		list = append(list, s)
+	}
+	return newService(svc, list, t.node)
 }
 
 // Pending reports whether events wait for a Take.
@@ -131,14 +179,7 @@ func (t *Tracker) Take(full bool) (Update, []time.Time) {
 	var triggers []time.Time
 	for name, times := range t.dirty {
 		triggers = append(triggers, times...)
-		var cur *Service
-		if svc, ok := t.services[name]; ok {
-			list := make([]*discoveryv1.EndpointSlice, 0, len(t.slices[name]))
-			for _, s := range t.slices[name] {
-				list = append(list, s)
-			}
-			cur = newService(svc, list, t.node)
-		}
+		cur := t.pending(name)
 		prev := t.applied[name]
 		if reflect.DeepEqual(prev, cur) {
 			continue
@@ -149,8 +190,14 @@ func (t *Tracker) Take(full bool) (Update, []time.Time) {
 		} else {
 			t.applied[name] = cur
 		}
+		if cur != nil && cur.rejects() {
+			t.rejecting[name] = true
+		} else {
+			delete(t.rejecting, name)
+		}
 	}
 	clear(t.dirty)
+	clear(t.reachable)
 	u.Services = maps.Clone(t.applied)
 	return u, triggers
 }

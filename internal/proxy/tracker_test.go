@@ -178,3 +178,57 @@ func TestServicePortsMatchSlicePortsByNameAndProtocol(t *testing.T) {
 		t.Errorf("a headless Service has ports %v", u.Services[web].Ports)
 	}
 }
+
+// Unrejects is set by the first usable endpoints of a Service that was
+// applied without any (backends reject it), and by nothing else.
+func TestTrackerUnrejects(t *testing.T) {
+	tr := NewTracker("node-a")
+	// A new Service, endpoints and all, was not rejected before.
+	tr.ServiceUpdated(nil, service(httpPort()))
+	tr.SliceUpdated(slice("web-1", "", ep{"10.244.0.5", true, true, false, "node-a"}), false)
+	if tr.Unrejects() {
+		t.Error("a new Service unrejects")
+	}
+	tr.Take(false)
+	// More endpoints for a Service that has some.
+	tr.SliceUpdated(slice("web-1", "", ep{"10.244.0.5", true, true, false, "node-a"}, ep{"10.244.0.6", true, true, false, "node-b"}), false)
+	if tr.Unrejects() {
+		t.Error("a Service with endpoints gaining one unrejects")
+	}
+	// Without endpoints, applied: rejected.
+	tr.SliceUpdated(slice("web-1", ""), false)
+	tr.Take(false)
+	for _, tc := range []struct {
+		what string
+		eps  []ep
+		want bool
+	}{
+		{"a not ready endpoint", []ep{{"10.244.0.5", false, false, false, "node-a"}}, false},
+		{"a ready endpoint", []ep{{"10.244.0.5", true, true, false, "node-a"}}, true},
+		{"a serving terminating endpoint", []ep{{"10.244.0.5", false, true, true, "node-b"}}, true},
+		{"an endpoint that went away again", nil, false},
+	} {
+		tr.SliceUpdated(slice("web-1", "", tc.eps...), false)
+		if got := tr.Unrejects(); got != tc.want {
+			t.Errorf("%s: Unrejects %v, want %v", tc.what, got, tc.want)
+		}
+	}
+	tr.SliceUpdated(slice("web-1", "", ep{"10.244.0.5", true, true, false, "node-a"}), false)
+	tr.Take(false)
+	if tr.Unrejects() {
+		t.Error("Unrejects after Take")
+	}
+
+	// A dual-stack Service with IPv4 endpoints is rejected over IPv6
+	// until an IPv6 endpoint comes.
+	dual := service(httpPort())
+	dual.Spec.ClusterIPs = []string{"10.96.0.20", "fd00:10:96::20"}
+	tr.ServiceUpdated(nil, dual)
+	tr.Take(false)
+	v6 := slice("web-v6", "", ep{"fd00:10:244::5", true, true, false, "node-a"})
+	v6.AddressType = discoveryv1.AddressTypeIPv6
+	tr.SliceUpdated(v6, false)
+	if !tr.Unrejects() {
+		t.Error("the first IPv6 endpoint of a dual-stack Service does not unreject it")
+	}
+}

@@ -1,6 +1,7 @@
 // Package dnstest runs DNS servers for tests: a handler served over UDP
 // and TCP on one port (of 127.0.0.1, or on sockets the test opened),
-// stopped when the test ends.
+// stopped when the test ends. Logs keeps what a component logs, for tests
+// that wait for a log line.
 package dnstest
 
 import (

@@ -40,12 +40,17 @@ type entry struct {
 // makes room (as CoreDNS's cache does).
 type cache struct {
 	size int
+	// maxTTL caps how long an answer is kept, and the TTLs it shows
+	// (CoreDNS's `cache SECONDS`); 0: no cap.
+	maxTTL time.Duration
 
 	mu      sync.Mutex
 	entries map[key]entry
 }
 
-func newCache(size int) *cache { return &cache{size: size, entries: map[key]entry{}} }
+func newCache(size int, maxTTL time.Duration) *cache {
+	return &cache{size: size, maxTTL: maxTTL, entries: map[key]entry{}}
+}
 
 func (c *cache) len() int {
 	c.mu.Lock()
@@ -97,7 +102,23 @@ func (c *cache) put(k key, m *dns.Msg, now time.Time) {
 			break
 		}
 	}
-	c.entries[k] = entry{msg: m.Copy(), stored: now, expires: now.Add(ttl), negative: negative}
+	kept := m.Copy()
+	if c.maxTTL > 0 && ttl > c.maxTTL {
+		ttl = c.maxTTL
+		capTTLs(kept, uint32(c.maxTTL/time.Second))
+	}
+	c.entries[k] = entry{msg: kept, stored: now, expires: now.Add(ttl), negative: negative}
+}
+
+// capTTLs lowers every record's TTL in m to at most ttl.
+func capTTLs(m *dns.Msg, ttl uint32) {
+	for _, section := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
+		for _, rr := range section {
+			if h := rr.Header(); h.Rrtype != dns.TypeOPT {
+				h.Ttl = min(h.Ttl, ttl)
+			}
+		}
+	}
 }
 
 // ttlOf is how long an answer may be kept.

@@ -2,7 +2,11 @@ package forward
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,12 +18,12 @@ import (
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
 )
 
-// upstream answers www.example.com. A with 192.0.2.53 (TTL 60), big.example.com.
+// resolver answers www.example.com. A with 192.0.2.53 (TTL 60), big.example.com.
 // TXT with more than 512 bytes, and NXDOMAIN with an SOA (minimum 30)
 // otherwise; it counts the queries it gets by network.
-type upstream struct{ udp, tcp atomic.Int32 }
+type resolver struct{ udp, tcp atomic.Int32 }
 
-func (u *upstream) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+func (u *resolver) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	if w.RemoteAddr().Network() == "tcp" {
 		u.tcp.Add(1)
 	} else {
@@ -47,14 +51,24 @@ func (u *upstream) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	_ = w.WriteMsg(m)
 }
 
-func newForwarder(t *testing.T, upstreams ...string) (*Forwarder, *prometheus.Registry) {
+// newForwarder returns a Forwarder that tries each upstream for 500ms and
+// probes them until the test ends, with its metrics and its log.
+func newForwarder(t *testing.T, upstreams ...string) (*Forwarder, *prometheus.Registry, *dnstest.Logs) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	f, err := New(Config{Upstreams: upstreams, Registerer: reg, Timeout: 500 * time.Millisecond})
+	logs, logger := dnstest.NewLogs()
+	f, err := New(Config{Upstreams: upstreams, Registerer: reg, Timeout: 500 * time.Millisecond, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, reg
+	ctx, cancel := context.WithCancel(context.Background())
+	var probing sync.WaitGroup
+	probing.Go(func() { f.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		probing.Wait()
+	})
+	return f, reg, logs
 }
 
 func ask(t *testing.T, f *Forwarder, name string, qtype uint16) *dns.Msg {
@@ -71,8 +85,8 @@ func ask(t *testing.T, f *Forwarder, name string, qtype uint16) *dns.Msg {
 }
 
 func TestForwardCachesAnswers(t *testing.T) {
-	u := &upstream{}
-	f, reg := newForwarder(t, dnstest.Serve(t, u))
+	u := &resolver{}
+	f, reg, _ := newForwarder(t, dnstest.Serve(t, u))
 	for range 3 {
 		resp := ask(t, f, "www.example.com.", dns.TypeA)
 		if len(resp.Answer) != 1 || resp.Answer[0].(*dns.A).A.String() != "192.0.2.53" {
@@ -104,8 +118,25 @@ func TestForwardCachesAnswers(t *testing.T) {
 	}
 }
 
+// TestCacheMaxTTL: `cache 30` keeps a 60 s answer 30 s, showing TTL 30.
+func TestCacheMaxTTL(t *testing.T) {
+	c := newCache(10, 30*time.Second)
+	m := new(dns.Msg).SetQuestion("www.example.com.", dns.TypeA)
+	rr, _ := dns.NewRR("www.example.com. 60 IN A 192.0.2.53")
+	m.Answer = []dns.RR{rr}
+	k := keyOf(m)
+	now := time.Now()
+	c.put(k, m, now)
+	if got, _, ok := c.get(k, now); !ok || got.Answer[0].Header().Ttl != 30 {
+		t.Fatalf("at once: %v %v, want TTL 30", ok, got)
+	}
+	if _, _, ok := c.get(k, now.Add(30*time.Second)); ok {
+		t.Error("an answer outlived the cache's maximum TTL")
+	}
+}
+
 func TestCacheAgesTTLsAndExpires(t *testing.T) {
-	c := newCache(10)
+	c := newCache(10, 0)
 	m := new(dns.Msg).SetQuestion("www.example.com.", dns.TypeA)
 	rr, _ := dns.NewRR("www.example.com. 60 IN A 192.0.2.53")
 	m.Answer = []dns.RR{rr}
@@ -134,8 +165,8 @@ func TestCacheAgesTTLsAndExpires(t *testing.T) {
 }
 
 func TestForwardRetriesTruncatedOverTCP(t *testing.T) {
-	u := &upstream{}
-	f, _ := newForwarder(t, dnstest.Serve(t, u))
+	u := &resolver{}
+	f, _, _ := newForwarder(t, dnstest.Serve(t, u))
 	resp := ask(t, f, "big.example.com.", dns.TypeTXT)
 	if resp.Truncated || len(resp.Answer) != 20 {
 		t.Fatalf("truncated %v, %d records", resp.Truncated, len(resp.Answer))
@@ -145,19 +176,160 @@ func TestForwardRetriesTruncatedOverTCP(t *testing.T) {
 	}
 }
 
+// Log lines of the forwarder's health checking.
+const (
+	logAllDown = "no upstream DNS resolver answers; forwarded queries get SERVFAIL until one does"
+	logAnswers = "upstream DNS resolver answers again"
+	logDown    = "upstream DNS resolver down"
+)
+
+// dropping is an upstream that reads queries and drops them until it is
+// told to answer as a resolver; it counts the queries it drops, probes
+// (". IN NS") aside.
+type dropping struct {
+	resolver
+	answer  atomic.Bool
+	dropped atomic.Int32
+}
+
+func (d *dropping) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	if d.answer.Load() {
+		d.resolver.ServeDNS(w, r)
+		return
+	}
+	if r.Question[0].Name != "." {
+		d.dropped.Add(1)
+	}
+}
+
+// refusing returns a loopback UDP address nobody listens on: a query is
+// refused at once.
+func refusing(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	pc.Close()
+	return addr
+}
+
+// An upstream that is down is skipped: queries go to the one that answers
+// without waiting for the dead one's timeout.
+func TestForwardSkipsAnUpstreamThatIsDown(t *testing.T) {
+	dead := &dropping{}
+	deadAddr := dnstest.Serve(t, dead)
+	u := &resolver{}
+	f, _, logs := newForwarder(t, deadAddr, dnstest.Serve(t, u))
+	// Distinct names until the dead upstream has been asked (the first
+	// upstream is a random one).
+	for i := 0; dead.dropped.Load() == 0; i++ {
+		if resp := ask(t, f, fmt.Sprintf("n%d.example.com.", i), dns.TypeA); resp.Rcode != dns.RcodeNameError {
+			t.Fatalf("rcode %s", dns.RcodeToString[resp.Rcode])
+		}
+	}
+	logs.Wait(t, logDown, 1, 5*time.Second)
+	asked := dead.dropped.Load()
+	began := time.Now()
+	for i := range 10 {
+		ask(t, f, fmt.Sprintf("m%d.example.com.", i), dns.TypeA)
+	}
+	if took := time.Since(began); took > 200*time.Millisecond || dead.dropped.Load() != asked {
+		t.Errorf("10 queries took %s and asked the down upstream %d times", took, dead.dropped.Load()-asked)
+	}
+	if n := len(logs.With(logAllDown)); n != 0 {
+		t.Errorf("%q logged while an upstream answers", logAllDown)
+	}
+}
+
+// When no upstream answers, queries fail at once, and that is logged once;
+// the probe notices an upstream answering again, and that is logged once.
+func TestForwardFailsFastWhileNoUpstreamAnswers(t *testing.T) {
+	silent := &dropping{}
+	silentAddr, refusedAddr := dnstest.Serve(t, silent), refusing(t)
+	f, reg, logs := newForwarder(t, silentAddr, refusedAddr)
+	q := new(dns.Msg).SetQuestion("www.example.com.", dns.TypeA)
+	if _, err := f.Exchange(context.Background(), q); err == nil {
+		t.Fatal("an answer from upstreams that do not answer")
+	}
+	logs.Wait(t, logAllDown, 1, 5*time.Second)
+	for range 5 {
+		began := time.Now()
+		_, err := f.Exchange(context.Background(), q)
+		if took := time.Since(began); !errors.Is(err, errAllDown) || took > 200*time.Millisecond {
+			t.Fatalf("with every upstream down: %v after %s, want %v at once", err, took, errAllDown)
+		}
+	}
+	warned := logs.With(logAllDown)
+	if len(warned) != 1 || warned[0].Level != slog.LevelWarn || attr(warned[0], "upstreams") != fmt.Sprint([]string{silentAddr, refusedAddr}) {
+		t.Errorf("warnings: %v, want one naming both upstreams", warned)
+	}
+	if n, err := testutil.GatherAndCount(reg, "svcnet_dns_forward_healthcheck_failures_total"); err != nil || n != 2 {
+		t.Errorf("health check failures: %d series, %v", n, err)
+	}
+
+	silent.answer.Store(true)
+	logs.Wait(t, logAnswers, 1, 5*time.Second)
+	if resp := ask(t, f, "www.example.com.", dns.TypeA); len(resp.Answer) != 1 {
+		t.Fatalf("answer after recovery: %v", resp.Answer)
+	}
+	back := logs.With(logAnswers)
+	if len(back) != 1 || back[0].Level != slog.LevelInfo || attr(back[0], "upstream") != silentAddr {
+		t.Errorf("recoveries logged: %v, want one naming %s", back, silentAddr)
+	}
+	if n := len(logs.With(logAllDown)); n != 1 {
+		t.Errorf("%q logged %d times, want once", logAllDown, n)
+	}
+}
+
+// A single lost query does not make an upstream down: the probe that the
+// failure starts gets an answer.
+func TestForwardToleratesOneLostQuery(t *testing.T) {
+	u := &resolver{}
+	var seen atomic.Int32
+	addr := dnstest.Serve(t, dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		if seen.Add(1) > 1 {
+			u.ServeDNS(w, r)
+		}
+	}))
+	f, _, logs := newForwarder(t, addr)
+	if _, err := f.Exchange(context.Background(), new(dns.Msg).SetQuestion("www.example.com.", dns.TypeA)); err == nil {
+		t.Fatal("the dropped query was answered")
+	}
+	if resp := ask(t, f, "www.example.com.", dns.TypeA); len(resp.Answer) != 1 {
+		t.Fatalf("answer: %v", resp.Answer)
+	}
+	if n := len(logs.With(logDown)); n != 0 {
+		t.Errorf("one lost query made the upstream down")
+	}
+}
+
+// attr is the value of a record's attribute key, formatted.
+func attr(r slog.Record, key string) string {
+	v := ""
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == key {
+			v = fmt.Sprint(a.Value.Any())
+		}
+		return true
+	})
+	return v
+}
+
 func TestForwardFailsOverToTheNextUpstream(t *testing.T) {
 	// A UDP port with nobody behind it: the query is refused or times out.
 	dead := dnstest.Serve(t, dns.HandlerFunc(func(dns.ResponseWriter, *dns.Msg) {}))
-	u := &upstream{}
+	u := &resolver{}
 	live := dnstest.Serve(t, u)
-	f, _ := newForwarder(t, dead, live)
+	f, _, _ := newForwarder(t, dead, live)
 	for range 4 { // whichever upstream is asked first
-		f.cache = newCache(10)
+		f.cache = newCache(10, 0)
 		if resp := ask(t, f, "www.example.com.", dns.TypeA); len(resp.Answer) != 1 {
 			t.Fatalf("answer %v", resp.Answer)
 		}
 	}
-	f, _ = newForwarder(t, dead)
+	f, _, _ = newForwarder(t, dead)
 	if _, err := f.Exchange(context.Background(), new(dns.Msg).SetQuestion("www.example.com.", dns.TypeA)); err == nil {
 		t.Error("no error when every upstream failed")
 	}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,11 +22,26 @@ import (
 	"github.com/svcnet/svcnet/internal/dns/records"
 )
 
+// example is an upstream that knows www.example.com (A 192.0.2.53) and
+// denies other names.
+var example = dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+	m := new(dns.Msg).SetReply(r)
+	m.RecursionAvailable = true
+	if r.Question[0].Name == "www.example.com." && r.Question[0].Qtype == dns.TypeA {
+		rr, _ := dns.NewRR("www.example.com. 60 IN A 192.0.2.53")
+		m.Answer = append(m.Answer, rr)
+	} else {
+		m.Rcode = dns.RcodeNameError
+	}
+	_ = w.WriteMsg(m)
+})
+
 // start serves a cluster with a ClusterIP Service web (10.96.0.20), a
 // headless Service big with 100 endpoints, and an ExternalName Service
-// db (www.example.com), forwarding to an upstream that knows
-// www.example.com. Queries go to the returned address over UDP or TCP.
-func start(t *testing.T) (string, *Server) {
+// db (www.example.com), forwarding to upstream (tried for 500ms), whose
+// forwarder logs to the returned Logs. Queries go to the returned address
+// over UDP or TCP.
+func start(t *testing.T, upstream dns.Handler) (string, *Server, *dnstest.Logs) {
 	t.Helper()
 	ix := records.New(records.Config{Zone: "cluster.local", TTL: 5})
 	ix.SetNamespace("default")
@@ -41,19 +58,9 @@ func start(t *testing.T) (string, *Server) {
 	}
 	ix.SetEndpointSlice(es)
 
-	upstream := dnstest.Serve(t, dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg).SetReply(r)
-		m.RecursionAvailable = true
-		if r.Question[0].Name == "www.example.com." && r.Question[0].Qtype == dns.TypeA {
-			rr, _ := dns.NewRR("www.example.com. 60 IN A 192.0.2.53")
-			m.Answer = append(m.Answer, rr)
-		} else {
-			m.Rcode = dns.RcodeNameError
-		}
-		_ = w.WriteMsg(m)
-	}))
 	reg := prometheus.NewRegistry()
-	fwd, err := forward.New(forward.Config{Upstreams: []string{upstream}, Registerer: reg})
+	logs, logger := dnstest.NewLogs()
+	fwd, err := forward.New(forward.Config{Upstreams: []string{dnstest.Serve(t, upstream)}, Timeout: 500 * time.Millisecond, Registerer: reg, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,18 +78,21 @@ func start(t *testing.T) (string, *Server) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	var probing sync.WaitGroup
+	probing.Go(func() { fwd.Run(ctx) })
 	go func() { done <- s.Serve(ctx, pc, ln) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
+		probing.Wait()
 	})
-	return pc.LocalAddr().String(), s
+	return pc.LocalAddr().String(), s, logs
 }
 
 func TestServerAnswersOverUDPAndTCP(t *testing.T) {
-	addr, s := start(t)
+	addr, s, _ := start(t, example)
 	for _, network := range []string{"udp", "tcp"} {
 		resp := dnstest.Query(t, network, addr, "web.default.svc.cluster.local.", dns.TypeA, 0)
 		if !resp.Authoritative || resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 1 ||
@@ -100,7 +110,7 @@ func TestServerAnswersOverUDPAndTCP(t *testing.T) {
 }
 
 func TestServerForwardsOtherNames(t *testing.T) {
-	addr, _ := start(t)
+	addr, _, _ := start(t, example)
 	resp := dnstest.Query(t, "udp", addr, "www.example.com.", dns.TypeA, 0)
 	if resp.Authoritative || !resp.RecursionAvailable || len(resp.Answer) != 1 || resp.Answer[0].(*dns.A).A.String() != "192.0.2.53" {
 		t.Errorf("forwarded answer: %v", resp)
@@ -113,8 +123,27 @@ func TestServerForwardsOtherNames(t *testing.T) {
 	}
 }
 
+// Once the forwarder finds that no upstream answers, a forwarded query
+// gets SERVFAIL at once instead of after the upstream's timeout; cluster
+// names are answered all along.
+func TestServerFailsForwardedQueriesFastWhenNoUpstreamAnswers(t *testing.T) {
+	addr, _, logs := start(t, dns.HandlerFunc(func(dns.ResponseWriter, *dns.Msg) {}))
+	if resp := dnstest.Query(t, "udp", addr, "www.example.com.", dns.TypeA, 0); resp.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("rcode %s, want SERVFAIL", dns.RcodeToString[resp.Rcode])
+	}
+	logs.Wait(t, "no upstream DNS resolver answers; forwarded queries get SERVFAIL until one does", 1, 5*time.Second)
+	began := time.Now()
+	resp := dnstest.Query(t, "udp", addr, "www.example.com.", dns.TypeA, 0)
+	if took := time.Since(began); resp.Rcode != dns.RcodeServerFailure || took > 200*time.Millisecond {
+		t.Errorf("with the upstream down: rcode %s after %s, want SERVFAIL at once", dns.RcodeToString[resp.Rcode], took)
+	}
+	if resp := dnstest.Query(t, "udp", addr, "web.default.svc.cluster.local.", dns.TypeA, 0); resp.Rcode != dns.RcodeSuccess {
+		t.Errorf("cluster name: rcode %s", dns.RcodeToString[resp.Rcode])
+	}
+}
+
 func TestServerTruncatesForUDPClients(t *testing.T) {
-	addr, _ := start(t)
+	addr, _, _ := start(t, example)
 	const name = "big.default.svc.cluster.local."
 	plain := dnstest.Query(t, "udp", addr, name, dns.TypeA, 0)
 	plain.Compress = true // Len as sent
