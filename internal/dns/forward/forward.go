@@ -242,8 +242,9 @@ func (f *Forwarder) record(u *upstream, answered bool) {
 	f.log.Warn("no upstream DNS resolver answers; forwarded queries get SERVFAIL until one does", "upstreams", addrs)
 }
 
-// Run probes each upstream that failed, until it answers again, and
-// returns when ctx ends.
+// Run probes each upstream at once, so that one that cannot be reached
+// is known before the first query waits for it, and then each time it
+// fails, until it answers again; it returns when ctx ends.
 func (f *Forwarder) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, u := range f.upstreams {
@@ -252,14 +253,16 @@ func (f *Forwarder) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// watch probes u after each failure: at once, then every probeInterval
-// until it answers.
+// watch probes u at the start and after each failure: at once, then
+// every probeInterval until it answers.
 func (f *Forwarder) watch(ctx context.Context, u *upstream) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-u.failed:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-u.failed:
+			}
 		}
 		for !f.probe(ctx, u) {
 			select {

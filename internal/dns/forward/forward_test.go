@@ -20,13 +20,19 @@ import (
 
 // resolver answers www.example.com. A with 192.0.2.53 (TTL 60), big.example.com.
 // TXT with more than 512 bytes, and NXDOMAIN with an SOA (minimum 30)
-// otherwise; it counts the queries it gets by network.
+// otherwise; it counts the queries it gets by network, but for the
+// forwarder's health probes.
 type resolver struct{ udp, tcp atomic.Int32 }
 
+// isProbe tells the forwarder's health probe (. NS) from queries.
+func isProbe(r *dns.Msg) bool { return r.Question[0].Name == "." && r.Question[0].Qtype == dns.TypeNS }
+
 func (u *resolver) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
-	if w.RemoteAddr().Network() == "tcp" {
+	switch {
+	case isProbe(r):
+	case w.RemoteAddr().Network() == "tcp":
 		u.tcp.Add(1)
-	} else {
+	default:
 		u.udp.Add(1)
 	}
 	m := new(dns.Msg).SetReply(r)
@@ -222,13 +228,8 @@ func TestForwardSkipsAnUpstreamThatIsDown(t *testing.T) {
 	deadAddr := dnstest.Serve(t, dead)
 	u := &resolver{}
 	f, _, logs := newForwarder(t, deadAddr, dnstest.Serve(t, u))
-	// Distinct names until the dead upstream has been asked (the first
-	// upstream is a random one).
-	for i := 0; dead.dropped.Load() == 0; i++ {
-		if resp := ask(t, f, fmt.Sprintf("n%d.example.com.", i), dns.TypeA); resp.Rcode != dns.RcodeNameError {
-			t.Fatalf("rcode %s", dns.RcodeToString[resp.Rcode])
-		}
-	}
+	// The probes at the start find it down, if queries (to a random
+	// upstream first) do not.
 	logs.Wait(t, logDown, 1, 5*time.Second)
 	asked := dead.dropped.Load()
 	began := time.Now()
@@ -240,6 +241,21 @@ func TestForwardSkipsAnUpstreamThatIsDown(t *testing.T) {
 	}
 	if n := len(logs.With(logAllDown)); n != 0 {
 		t.Errorf("%q logged while an upstream answers", logAllDown)
+	}
+}
+
+// An upstream that cannot be reached at the start is found down by the
+// probes before any query waits for it.
+func TestForwardProbesAtStart(t *testing.T) {
+	silent := &dropping{}
+	f, _, logs := newForwarder(t, dnstest.Serve(t, silent))
+	logs.Wait(t, logAllDown, 1, 5*time.Second)
+	began := time.Now()
+	if _, err := f.Exchange(context.Background(), new(dns.Msg).SetQuestion("www.example.com.", dns.TypeA)); err == nil {
+		t.Fatal("an answer from an upstream that does not answer")
+	}
+	if took := time.Since(began); took > 200*time.Millisecond || silent.dropped.Load() != 0 {
+		t.Errorf("the first query took %s and reached the upstream %d times; the probes had found it down", took, silent.dropped.Load())
 	}
 }
 
@@ -289,7 +305,7 @@ func TestForwardToleratesOneLostQuery(t *testing.T) {
 	u := &resolver{}
 	var seen atomic.Int32
 	addr := dnstest.Serve(t, dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		if seen.Add(1) > 1 {
+		if isProbe(r) || seen.Add(1) > 1 {
 			u.ServeDNS(w, r)
 		}
 	}))
