@@ -60,8 +60,10 @@ type NodeOptions struct {
 	ProxyMode string
 	// ProxyMetrics is host:port serving the proxy's /metrics; empty: off.
 	ProxyMetrics string
-	// ProxySynced is told what the proxy holds after each of its syncs.
-	ProxySynced func(map[types.NamespacedName]*proxy.Service)
+	// ProxySynced is told what the proxy holds after each of its syncs,
+	// and whether it carries cluster IPs (the userspace proxy does only
+	// where they are local addresses).
+	ProxySynced func(services map[types.NamespacedName]*proxy.Service, clusterIPs bool)
 }
 
 // RunNode runs a node agent until ctx ends.

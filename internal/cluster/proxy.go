@@ -16,6 +16,7 @@ import (
 	vnetns "github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -71,8 +72,13 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 	if err != nil {
 		return err
 	}
-	if us, ok := backend.(*userspace.Backend); ok {
+	us, userspaceMode := backend.(*userspace.Backend)
+	if userspaceMode {
 		defer us.Cleanup() // its sockets and connections end with the agent
+	}
+	var synced func(map[types.NamespacedName]*proxy.Service)
+	if o.ProxySynced != nil {
+		synced = func(s map[types.NamespacedName]*proxy.Service) { o.ProxySynced(s, !userspaceMode) }
 	}
 	reg := prometheus.NewRegistry()
 	metrics := proxy.NewMetrics(reg)
@@ -96,7 +102,7 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 		Metrics:       metrics,
 		Listen:        netns.ListenAt(ns),
 		CleanupOnExit: o.StopPodsOnExit,
-		Synced:        o.ProxySynced,
+		Synced:        synced,
 	})
 }
 

@@ -27,7 +27,8 @@ import (
 // DNS answering through its Service address on every node.
 type readiness struct {
 	client kubernetes.Interface
-	// dns is the cluster DNS address; name a name it must answer.
+	// dns is the cluster DNS address ("" without the DNS add-on); name a
+	// name it must answer.
 	dns, name string
 	nodes     []*nodeProxy
 }
@@ -38,11 +39,14 @@ type nodeProxy struct {
 
 	mu      sync.Mutex
 	applied map[types.NamespacedName]*proxy.Service
+	// clusterIPs is set when the proxy carries cluster IPs, so that pods
+	// reach DNS through its Service address.
+	clusterIPs bool
 }
 
-func (p *nodeProxy) synced(s map[types.NamespacedName]*proxy.Service) {
+func (p *nodeProxy) synced(s map[types.NamespacedName]*proxy.Service, clusterIPs bool) {
 	p.mu.Lock()
-	p.applied = s
+	p.applied, p.clusterIPs = s, clusterIPs
 	p.mu.Unlock()
 }
 
@@ -110,6 +114,12 @@ func (r *readiness) missing(ctx context.Context) string {
 		}
 	}
 	for _, n := range r.nodes {
+		n.mu.Lock()
+		clusterIPs := n.clusterIPs
+		n.mu.Unlock()
+		if !clusterIPs || r.dns == "" {
+			continue
+		}
 		if err := r.resolve(ctx, n.netns); err != nil {
 			return fmt.Sprintf("cluster DNS %s answering on node %s: %v", r.dns, n.name, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -44,6 +45,9 @@ type UpOptions struct {
 	// outside the cluster to (the coredns Corefile's forward plugin);
 	// empty means the nodes' resolv.conf.
 	DNSUpstreams []string
+	// Disable names packaged components not to install (k3s's --disable):
+	// "coredns".
+	Disable []string
 	// Ready is called once the cluster is up, with the admin kubeconfig's
 	// path and the API server's URL.
 	Ready func(kubeconfig, url string)
@@ -61,6 +65,11 @@ func Up(ctx context.Context, o UpOptions) error {
 	ranges, err := allocator.ParseConfig(o.APIServer.ServiceClusterIPRange, o.APIServer.ServiceNodePortRange)
 	if err != nil {
 		return err
+	}
+	for _, d := range o.Disable {
+		if d != addonCoreDNS {
+			return fmt.Errorf("--disable %q: svcnet up packages %q only", d, addonCoreDNS)
+		}
 	}
 	if o.Node.ClusterDNS == "" {
 		// kubeadm's choice: the tenth address of the Service range.
@@ -131,7 +140,11 @@ func Up(ctx context.Context, o UpOptions) error {
 		ready.nodes = append(ready.nodes, p)
 		run("node "+n.NodeName, func() error { return RunNode(ctx, n) })
 	}
-	err = applyAddons(ctx, a, o, ranges.ServiceCIDRs[0].First())
+	if slices.Contains(o.Disable, addonCoreDNS) {
+		ready.dns = "" // nothing to wait for
+	} else {
+		err = applyAddons(ctx, a, o, ranges.ServiceCIDRs[0].First())
+	}
 	if err == nil {
 		ready.client, err = adminClient(a.Kubeconfig)
 	}
@@ -152,6 +165,9 @@ func Up(ctx context.Context, o UpOptions) error {
 	}
 	return errors.Join(append(all, <-apiDone)...)
 }
+
+// addonCoreDNS names the cluster DNS add-on for --disable.
+const addonCoreDNS = "coredns"
 
 // applyAddons installs cluster DNS, reaching the API through the
 // kubernetes Service's address.

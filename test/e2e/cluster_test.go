@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,7 +56,7 @@ type cluster struct {
 	etcdPeer   string
 	cacheDir   string
 	cmd        *exec.Cmd
-	log        *bytes.Buffer
+	log        *logBuffer
 	// extraArgs are more flags for `svcnet up` (a node's, for example).
 	extraArgs []string
 }
@@ -78,9 +80,10 @@ func newCluster(t *testing.T) *cluster {
 // startCluster starts `svcnet up` (with extraArgs) on a new data dir and
 // waits until it answers; it is stopped when the test ends. It runs the
 // control plane alone (--nodes 0), for up runs a node in its own network
-// namespace, here the host's, unless told otherwise: a node test's
-// extraArgs say otherwise (a later --nodes wins) and place the node in a
-// namespace of the test's own.
+// namespace, here the host's, unless told otherwise, and without cluster
+// DNS, whose pods would wait for a node (or land on the tests' made-up
+// ones): a node test's extraArgs say otherwise (they give --nodes) and
+// place the node in a namespace of the test's own.
 func startCluster(t *testing.T, extraArgs ...string) *cluster {
 	t.Helper()
 	if _, err := os.Stat(kubectlPath); err != nil {
@@ -88,7 +91,11 @@ func startCluster(t *testing.T, extraArgs ...string) *cluster {
 	}
 	c := newCluster(t)
 	// The controller manager's metrics get a free port too.
-	c.extraArgs = append([]string{"--nodes", "0", "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, extraArgs...)
+	c.extraArgs = []string{"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	if !slices.Contains(extraArgs, "--nodes") {
+		c.extraArgs = append(c.extraArgs, "--nodes", "0", "--disable", "coredns")
+	}
+	c.extraArgs = append(c.extraArgs, extraArgs...)
 	c.start()
 	t.Cleanup(c.stop)
 	return c
@@ -96,7 +103,7 @@ func startCluster(t *testing.T, extraArgs ...string) *cluster {
 
 func (c *cluster) start() {
 	c.t.Helper()
-	c.log = &bytes.Buffer{}
+	c.log = &logBuffer{}
 	args := append([]string{"up", "--data-dir", c.dataDir, "--bind-address", c.apiAddr,
 		"--etcd-client-url", c.etcdClient, "--etcd-peer-url", c.etcdPeer}, c.extraArgs...)
 	c.cmd = exec.Command(binary, args...)
@@ -152,13 +159,28 @@ func (c *cluster) restart() {
 
 func (c *cluster) kubeconfig() string { return filepath.Join(c.dataDir, "kubeconfig") }
 
+// upLine is what `svcnet up` prints once the cluster is up: nodes
+// Ready, their proxies in step with the API, cluster DNS answering.
+const upLine = "svcnet is up: "
+
+// waitReady waits until `svcnet up` says the cluster is up, or (for
+// `svcnet apiserver`) the API server is ready and has written the
+// kubeconfig.
 func (c *cluster) waitReady() {
 	c.t.Helper()
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
 	deadline := time.Now().Add(60 * time.Second)
+	up := c.cmd.Args[1] == "up"
 	for time.Now().Before(deadline) {
 		if c.cmd.ProcessState != nil {
-			c.t.Fatalf("svcnet up exited: %s", c.log)
+			c.t.Fatalf("svcnet %s exited: %s", c.cmd.Args[1], c.log)
+		}
+		if up {
+			if strings.Contains(c.log.String(), upLine) {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
 		resp, err := client.Get("https://" + c.apiAddr + "/readyz")
 		if err == nil {
@@ -171,7 +193,25 @@ func (c *cluster) waitReady() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	c.t.Fatalf("svcnet up not ready after 60s; log:\n%s", c.log)
+	c.t.Fatalf("svcnet %s not ready after 60s; log:\n%s", c.cmd.Args[1], c.log)
+}
+
+// logBuffer collects a process's output while tests read it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // kubectl runs the real kubectl with args and returns its combined output

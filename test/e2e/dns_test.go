@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -98,31 +97,37 @@ func (u *testResolver) questions() []string {
 
 // startDNSCluster starts a node cluster whose DNS forwards to a test
 // resolver, and a busybox pod to ask from; it returns a resolver in that
-// pod aimed at the node's DNS address.
+// pod aimed at a coredns pod.
 func startDNSCluster(t *testing.T) (*nodeCluster, resolver, *testResolver) {
 	c, upstream := startClusterWithUpstream(t)
 	c.pod("client", "busybox", "    command: [sleep, \"3600\"]\n")
 	c.waitReady("client", "True", 30*time.Second)
-	cidr, err := netip.ParsePrefix(c.jsonpath("node", nodeName, "{.spec.podCIDR}"))
-	if err != nil {
-		t.Fatal(err)
+	coredns := strings.Fields(c.must("get", "pods", "-n", "kube-system", "-l", "k8s-app=kube-dns", "-o", "jsonpath={.items[*].status.podIP}"))
+	if len(coredns) == 0 {
+		t.Fatal("no coredns pod has an address")
 	}
-	gateway := cidr.Masked().Addr().Next()
-	return c, resolver{nsPath: c.netnsOf("client"), server: net.JoinHostPort(gateway.String(), "53")}, upstream
+	return c, resolver{nsPath: c.netnsOf("client"), server: net.JoinHostPort(coredns[0], "53")}, upstream
 }
 
+// upstreamOutside is the outside machine (outsideClient's index) that
+// plays the Internet's resolver in DNS tests.
+const upstreamOutside = 9
+
 // startClusterWithUpstream starts a node cluster whose DNS forwards other
-// names to a test resolver on the node namespace's loopback, the
+// names to a test resolver on a machine outside the cluster, the
 // Internet's resolver for the test: it knows two names and answers
 // NXDOMAIN for the rest.
 func startClusterWithUpstream(t *testing.T) (*nodeCluster, *testResolver) {
-	upstreamPort := freePort(t)
-	c := startNodeCluster(t, "--dns-upstream", fmt.Sprintf("127.0.0.1:%d", upstreamPort))
+	addr := fmt.Sprintf("172.31.254.%d:53", 4*upstreamOutside+2) // outsideClient's address
+	c := startNodeCluster(t, "--dns-upstream", addr)
+	outside := outsideClient(t, c.netns, upstreamOutside)
+	if outside.ip+":53" != addr {
+		t.Fatalf("the outside resolver is at %s, not %s", outside.ip, addr)
+	}
 	upstream := &testResolver{}
-	addr := fmt.Sprintf("127.0.0.1:%d", upstreamPort)
 	var pc net.PacketConn
 	var ln net.Listener
-	if err := netns.Do(netns.Path(c.netns), func() (err error) {
+	if err := netns.Do(outside.ns, func() (err error) {
 		if pc, err = net.ListenPacket("udp", addr); err != nil {
 			return err
 		}
@@ -131,7 +136,7 @@ func startClusterWithUpstream(t *testing.T) (*nodeCluster, *testResolver) {
 		}
 		return err
 	}); err != nil {
-		t.Fatalf("test resolver in the node's namespace: %v", err)
+		t.Fatalf("test resolver outside the cluster: %v", err)
 	}
 	dnstest.ServeOn(t, pc, ln, upstream)
 	return c, upstream
@@ -182,16 +187,26 @@ spec:
 	clusterIP := c.jsonpath("service", "nginx", "{.spec.clusterIP}")
 	const zone = ".svc.cluster.local."
 
-	t.Run("kube-dns lists the node", func(t *testing.T) {
-		if ip := c.must("get", "service", "kube-dns", "-n", "kube-system", "-o", "jsonpath={.spec.clusterIP} {.spec.ports[*].name}"); ip != "10.96.0.10 dns dns-tcp metrics" {
+	t.Run("kube-dns selects the coredns pods", func(t *testing.T) {
+		if ip := c.must("get", "service", "kube-dns", "-n", "kube-system", "-o", "jsonpath={.spec.clusterIP} {.spec.ports[*].name} {.spec.selector}"); ip != `10.96.0.10 dns dns-tcp metrics {"k8s-app":"kube-dns"}` {
 			t.Errorf("kube-dns Service: %q", ip)
 		}
-		host, _, _ := net.SplitHostPort(r.server)
+		// address/node of each, sorted
+		sorted := func(out string) string {
+			f := strings.Fields(out)
+			slices.Sort(f)
+			return strings.Join(f, " ")
+		}
+		pods := sorted(c.must("get", "pods", "-n", "kube-system", "-l", "k8s-app=kube-dns",
+			"-o", "jsonpath={range .items[*]}{.status.podIP}/{.spec.nodeName} {end}"))
+		if len(strings.Fields(pods)) != 2 {
+			t.Fatalf("coredns pods: %q, want kubeadm's two", pods)
+		}
 		eventually(t, 10*time.Second, func() string {
-			got := c.must("get", "endpointslices", "-n", "kube-system", "-l", "kubernetes.io/service-name=kube-dns",
-				"-o", "jsonpath={.items[*].endpoints[*].addresses[0]} {.items[*].endpoints[*].nodeName}")
-			if got != host+" "+nodeName {
-				return "kube-dns endpoints: " + got
+			got := sorted(c.must("get", "endpointslices", "-n", "kube-system", "-l", "kubernetes.io/service-name=kube-dns",
+				"-o", "jsonpath={range .items[*].endpoints[*]}{.addresses[0]}/{.nodeName} {end}"))
+			if got != pods {
+				return "kube-dns endpoints: " + got + ", coredns pods: " + pods
 			}
 			return ""
 		})
@@ -234,7 +249,7 @@ spec:
 			t.Errorf("pod resolv.conf: servers %v ndots %d", conf.Servers, conf.Ndots)
 		}
 		// Asked where the pod asks: the kube-dns ClusterIP, through the
-		// Service proxy to a node's DNS server.
+		// Service proxy to a coredns pod.
 		viaService := resolver{nsPath: r.nsPath, server: net.JoinHostPort(conf.Servers[0], conf.Port)}
 		for _, short := range []string{"nginx", "nginx.default", "nginx.default.svc", "nginx.default.svc.cluster.local"} {
 			var got []string
@@ -252,7 +267,7 @@ spec:
 
 	t.Run("from a pod through the kube-dns ClusterIP", func(t *testing.T) {
 		// What a pod with the default dnsPolicy does: ask 10.96.0.10,
-		// which the Service proxy sends to a node's DNS server.
+		// which the Service proxy sends to a coredns pod.
 		viaService := resolver{nsPath: r.nsPath, server: "10.96.0.10:53"}
 		for _, network := range []string{"udp", "tcp"} {
 			resp := viaService.ask(t, network, "nginx.default"+zone, dns.TypeA)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,8 +35,9 @@ const nodeLANIP = "172.31.252.2"
 
 // startNodeCluster creates a network namespace for the node, on a LAN of
 // its own (another namespace, where the node has the address nodeLANIP),
-// starts `svcnet up` (with extraArgs) with its node inside it and waits for
-// the node to be Ready. When the test ends, the cluster stops (stopping its
+// starts `svcnet up` (with extraArgs) with its node inside it and waits
+// until up says the cluster is up (the node Ready, its proxy in step with
+// the API, cluster DNS answering). When the test ends, the cluster stops (stopping its
 // pods), then every process, mount and namespace the test made is removed,
 // also after a failure.
 func startNodeCluster(t *testing.T, extraArgs ...string) *nodeCluster {
@@ -61,27 +61,6 @@ func startNodeCluster(t *testing.T, extraArgs ...string) *nodeCluster {
 		c.stop()
 		reapNode(t, c.dataDir)
 		removeNetns(t, ns)
-	})
-	eventually(t, 30*time.Second, func() string {
-		out, _ := c.kubectl("", "get", "node", nodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-		if out != "True" {
-			return "node not Ready: " + out
-		}
-		// The cluster is up once the node serves cluster DNS behind the
-		// kube-dns Service.
-		out, _ = c.kubectl("", "get", "endpointslices", "-n", "kube-system", "-l", "kubernetes.io/service-name=kube-dns",
-			"-o", "jsonpath={.items[*].endpoints[*].nodeName}")
-		if out != nodeName {
-			return "kube-dns has no endpoint on the node yet: " + out
-		}
-		// ... and once the proxy sends 10.96.0.10 there.
-		if !slices.Contains(extraArgs, "userspace") {
-			rules, _ := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "ip", "svcnet").CombinedOutput()
-			if !strings.Contains(string(rules), "kube-system/kube-dns/udp/dns__") {
-				return "the proxy has not programmed kube-dns yet"
-			}
-		}
-		return ""
 	})
 	return c
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -102,23 +101,6 @@ func TestSilentNodeTaintedAndPodsEvicted(t *testing.T) {
 		t.Errorf("web's tolerationSeconds = %q, want the defaults 300 300", got)
 	}
 
-	// Each node's DNS server in kube-dns, as node agents publish them.
-	for i, node := range []string{"alive", "lost"} {
-		c.withStdin(fmt.Sprintf(`apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: kube-dns-%[1]s
-  namespace: kube-system
-  labels: {kubernetes.io/service-name: kube-dns, endpointslice.kubernetes.io/managed-by: node-dns.svcnet.io}
-addressType: IPv4
-endpoints:
-- addresses: [10.244.%[2]d.1]
-  nodeName: %[1]s
-  conditions: {ready: true, serving: true, terminating: false}
-ports: [{name: dns, protocol: UDP, port: 53}]
-`, node, i+1), "apply", "-f", "-")
-	}
-
 	jsonpath := func(kind, name, path string) string {
 		out, _ := c.kubectl("", "get", kind, name, "-o", "jsonpath="+path)
 		return strings.TrimSpace(out)
@@ -137,14 +119,6 @@ ports: [{name: dns, protocol: UDP, port: 53}]
 	eventually(t, 10*time.Second, func() string {
 		if got := jsonpath("pod", "web", `{.status.conditions[?(@.type=="Ready")].status}`); got != "False" {
 			return "web on the lost node is Ready=" + got
-		}
-		return ""
-	})
-	eventually(t, 10*time.Second, func() string {
-		lost, _ := c.kubectl("", "get", "endpointslice", "-n", "kube-system", "kube-dns-lost", "-o", "jsonpath={.endpoints[0].conditions.ready}")
-		alive, _ := c.kubectl("", "get", "endpointslice", "-n", "kube-system", "kube-dns-alive", "-o", "jsonpath={.endpoints[0].conditions.ready}")
-		if lost != "false" || alive != "true" {
-			return fmt.Sprintf("kube-dns endpoints ready: lost %q, alive %q; want false, true", lost, alive)
 		}
 		return ""
 	})

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,7 +40,7 @@ func startAPIServer(t *testing.T, args ...string) *cluster {
 // ports and waits until it answers.
 func (c *cluster) runAPIServer(args ...string) {
 	c.t.Helper()
-	c.log = &bytes.Buffer{}
+	c.log = &logBuffer{}
 	base := []string{"apiserver", "--data-dir", c.dataDir, "--bind-address", c.apiAddr}
 	if c.etcdPeer != "" {
 		base = append(base, "--etcd-client-url", c.etcdClient, "--etcd-peer-url", c.etcdPeer)
