@@ -160,7 +160,7 @@ func Run(ctx context.Context, c Config) error {
 	}
 	// Until the caches are filled the server would deny names that
 	// exist: it serves, but reports ready only once synced.
-	if cache.WaitForCacheSync(serveCtx.Done(), informersSynced...) {
+	if cache.WaitForCacheSync(ctx.Done(), informersSynced...) {
 		synced.Store(true)
 		slog.Info("cluster DNS serving", "address", c.Address, "zone", c.Zone, "upstreams", c.Upstreams)
 	}

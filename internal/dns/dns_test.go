@@ -2,12 +2,14 @@ package dns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
@@ -103,6 +107,34 @@ func TestRunServes(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// A server asked to stop before its caches are filled (the API is slow
+// or gone) stops all the same.
+func TestRunStopsBeforeSync(t *testing.T) {
+	client := fake.NewClientset()
+	listing := make(chan struct{})
+	var once sync.Once
+	client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		once.Do(func() { close(listing) })
+		return true, nil, errors.New("the API server is away")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{Client: client, Zone: "cluster.local", Address: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			Lameduck: 100 * time.Millisecond})
+	}()
+	<-listing
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5s of its context's end while its caches were not filled")
 	}
 }
 

@@ -215,18 +215,18 @@ spec:
 	t.Run("ClusterIP Service", func(t *testing.T) {
 		for _, network := range []string{"udp", "tcp"} {
 			resp := r.ask(t, network, "nginx.default"+zone, dns.TypeA)
-			if !resp.Authoritative || !slices.Equal(addresses(resp), []string{clusterIP}) || resp.Answer[0].Header().Ttl != 5 {
+			if !resp.Authoritative || !slices.Equal(addresses(resp), []string{clusterIP}) || resp.Answer[0].Header().Ttl != 30 {
 				t.Errorf("%s A: %v", network, resp)
 			}
 		}
 		// NODATA: the name exists, it has no AAAA; the SOA says for how long.
 		resp := r.ask(t, "udp", "nginx.default"+zone, dns.TypeAAAA)
 		if resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 0 || len(resp.Ns) != 1 ||
-			resp.Ns[0].String() != fmt.Sprintf("cluster.local.\t5\tIN\tSOA\tns.dns.cluster.local. hostmaster.cluster.local. %d 7200 1800 86400 5", resp.Ns[0].(*dns.SOA).Serial) {
+			resp.Ns[0].String() != fmt.Sprintf("cluster.local.\t30\tIN\tSOA\tns.dns.cluster.local. hostmaster.cluster.local. %d 7200 1800 86400 30", resp.Ns[0].(*dns.SOA).Serial) {
 			t.Errorf("AAAA of an IPv4 Service (NODATA): %v", resp)
 		}
 		resp = r.ask(t, "udp", "_http._tcp.nginx.default"+zone, dns.TypeSRV)
-		if len(resp.Answer) != 1 || resp.Answer[0].String() != "_http._tcp.nginx.default.svc.cluster.local.\t5\tIN\tSRV\t0 100 8080 nginx.default.svc.cluster.local." ||
+		if len(resp.Answer) != 1 || resp.Answer[0].String() != "_http._tcp.nginx.default.svc.cluster.local.\t30\tIN\tSRV\t0 100 8080 nginx.default.svc.cluster.local." ||
 			len(resp.Extra) != 1 || addresses(&dns.Msg{Answer: resp.Extra})[0] != clusterIP {
 			t.Errorf("SRV: %v", resp)
 		}
@@ -347,7 +347,7 @@ spec:
 
 	t.Run("ExternalName and forwarding", func(t *testing.T) {
 		resp := r.ask(t, "udp", "my-db.default"+zone, dns.TypeA)
-		if len(resp.Answer) != 2 || resp.Answer[0].String() != "my-db.default.svc.cluster.local.\t5\tIN\tCNAME\tmy.database.example.com." ||
+		if len(resp.Answer) != 2 || resp.Answer[0].String() != "my-db.default.svc.cluster.local.\t30\tIN\tCNAME\tmy.database.example.com." ||
 			resp.Answer[1].(*dns.A).A.String() != "192.0.2.10" {
 			t.Errorf("ExternalName: %v", resp)
 		}
