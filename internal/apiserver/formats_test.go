@@ -135,6 +135,12 @@ func TestDeleteCollectionAndMetrics(t *testing.T) {
 	if rec.Code != http.StatusUnauthorized {
 		t.Fatalf("anonymous /metrics: %d, want 401", rec.Code)
 	}
+	// system:public-info-viewer: anyone may read the version.
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/version", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"gitVersion"`) {
+		t.Fatalf("anonymous /version: %d %s, want 200 with the version", rec.Code, rec.Body)
+	}
 	rec = httptest.NewRecorder()
 	s.metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)

@@ -113,8 +113,9 @@ func (s *Server) Handler() http.Handler {
 }
 
 // anonymousPaths are the endpoints reachable without a client certificate,
-// as upstream allows for health checks.
-var anonymousPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true}
+// as upstream's system:public-info-viewer role allows them to everyone:
+// the health checks and the version.
+var anonymousPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true, "/version": true, "/version/": true}
 
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) {
 	if !anonymousPaths[r.URL.Path] && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {

@@ -208,7 +208,7 @@ func (n *Network) SyncMasquerade(noMasquerade []netip.Prefix) error {
 		return fmt.Errorf("nftables in the node namespace: %w", err)
 	}
 	for _, s := range specs {
-		if err := writeMasqueradeTable(conn, s); err != nil {
+		if err := writeMasqueradeTable(conn, MasqueradeTable, BridgeName, s); err != nil {
 			return err
 		}
 	}
@@ -221,11 +221,25 @@ func (n *Network) SyncMasquerade(noMasquerade []netip.Prefix) error {
 	return nil
 }
 
-// writeMasqueradeTable queues s's table: created if missing and deleted,
-// so that the batch starts from nothing, then written whole.
-func writeMasqueradeTable(conn *nftables.Conn, s masqueradeSpec) error {
+// WriteMasquerade queues, on conn, the table name that masquerades
+// traffic from sources leaving by any interface but inside (and not to
+// sources themselves), written whole as SyncMasquerade writes the pod
+// network's: what `svcnet up --nodes N` does for its nodes' network, as
+// Docker does for its bridges.
+func WriteMasquerade(conn *nftables.Conn, name, inside string, sources []netip.Prefix) error {
+	for _, s := range masqueradeSpecs(sources, nil) {
+		if err := writeMasqueradeTable(conn, name, inside, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeMasqueradeTable queues s's table name: created if missing and
+// deleted, so that the batch starts from nothing, then written whole.
+func writeMasqueradeTable(conn *nftables.Conn, name, inside string, s masqueradeSpec) error {
 	f := s.family
-	t := &nftables.Table{Name: MasqueradeTable, Family: f.table}
+	t := &nftables.Table{Name: name, Family: f.table}
 	conn.AddTable(t)
 	conn.DelTable(t)
 	t = conn.AddTable(t)
@@ -238,21 +252,21 @@ func writeMasqueradeTable(conn *nftables.Conn, s masqueradeSpec) error {
 	c := conn.AddChain(&nftables.Chain{Table: t, Name: masqueradeChain, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: &prio, Policy: &policy})
 	for _, p := range s.podCIDRs {
-		conn.AddRule(&nftables.Rule{Table: t, Chain: c, Exprs: masqueradeRule(f, p, set.Name)})
+		conn.AddRule(&nftables.Rule{Table: t, Chain: c, Exprs: masqueradeRule(f, p, set.Name, inside)})
 	}
 	return nil
 }
 
 // masqueradeRule is
 //
-//	ip saddr POD-CIDR oifname != "svcnet0" ip daddr != @no-masquerade masquerade fully-random
-func masqueradeRule(f masqFamily, pods netip.Prefix, set string) []expr.Any {
+//	ip saddr POD-CIDR oifname != INSIDE ip daddr != @no-masquerade masquerade fully-random
+func masqueradeRule(f masqFamily, pods netip.Prefix, set, inside string) []expr.Any {
 	mask := make([]byte, f.addrLen)
 	for i := range pods.Bits() {
 		mask[i/8] |= 0x80 >> (i % 8)
 	}
 	ifname := make([]byte, 16) // IFNAMSIZ, as nft compares names
-	copy(ifname, BridgeName)
+	copy(ifname, inside)
 	return []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.saddrOff, Len: f.addrLen},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: f.addrLen, Mask: mask, Xor: make([]byte, f.addrLen)},
@@ -276,6 +290,12 @@ func (n *Network) removeMasquerade() error {
 	if err != nil {
 		return fmt.Errorf("nftables in the node namespace: %w", err)
 	}
+	return DeleteTables(conn, MasqueradeTable)
+}
+
+// DeleteTables deletes the tables called name, in every family, on conn
+// (flushed).
+func DeleteTables(conn *nftables.Conn, name string) error {
 	var errs []error
 	found := false
 	for _, f := range []masqFamily{masqIPv4, masqIPv6} {
@@ -285,7 +305,7 @@ func (n *Network) removeMasquerade() error {
 			continue
 		}
 		for _, t := range tables {
-			if t.Name == MasqueradeTable {
+			if t.Name == name {
 				conn.DelTable(t)
 				found = true
 			}
@@ -293,7 +313,7 @@ func (n *Network) removeMasquerade() error {
 	}
 	if found {
 		if err := conn.Flush(); err != nil {
-			errs = append(errs, fmt.Errorf("delete the %s tables: %w", MasqueradeTable, err))
+			errs = append(errs, fmt.Errorf("delete the %s tables: %w", name, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -7,8 +7,13 @@
 // a default route through the bridge.
 //
 // Nodes reach each other and up's namespace (where kubectl reaches the
-// API server) over the bridge. Everything is made idempotently, so that an
-// up that crashed adopts what it left, and Remove takes it all away.
+// API server) over the bridge. Their traffic to anywhere else is
+// forwarded by up's namespace and masqueraded behind its address there
+// (the nftables table svcnet-nodes), as Docker does for its bridges, so
+// that pods on the nodes reach outside addresses; forwarding is turned on
+// in up's namespace for that, and left on. Everything is made
+// idempotently, so that an up that crashed adopts what it left, and Remove
+// takes it all away.
 package nodenet
 
 import (
@@ -18,15 +23,20 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // BridgeName is the nodes' bridge in up's namespace.
 const BridgeName = "svcnet-nodes"
+
+// MasqueradeTable masquerades the nodes' traffic out of up's namespace.
+const MasqueradeTable = "svcnet-nodes"
 
 // DefaultCIDR is the nodes' network unless --node-cidr says otherwise: up
 // holds 10.250.0.1, node i (from 1) holds 10.250.0.(i+1).
@@ -94,6 +104,19 @@ func (n *Network) Create() error {
 	br, err := ensureBridge(host, n.Gateway, n.Prefix.Bits())
 	if err != nil {
 		return err
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("enable forwarding for the nodes: %w", err)
+	}
+	conn, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	if err := cni.WriteMasquerade(conn, MasqueradeTable, BridgeName, []netip.Prefix{n.Prefix}); err != nil {
+		return err
+	}
+	if err := conn.Flush(); err != nil {
+		return fmt.Errorf("write the %s table: %w", MasqueradeTable, err)
 	}
 	for i, node := range n.Nodes {
 		if err := n.ensureNode(host, br, node, hostEnd(i)); err != nil {
@@ -223,6 +246,11 @@ func (n *Network) Remove() error {
 		if err := host.LinkDel(br); err != nil {
 			errs = append(errs, fmt.Errorf("delete %s: %w", BridgeName, err))
 		}
+	}
+	if conn, err := nftables.New(); err != nil {
+		errs = append(errs, fmt.Errorf("nftables: %w", err))
+	} else {
+		errs = append(errs, cni.DeleteTables(conn, MasqueradeTable))
 	}
 	return errors.Join(errs...)
 }

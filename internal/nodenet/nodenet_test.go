@@ -7,9 +7,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 
 	"github.com/svcnet/svcnet/internal/netns"
@@ -73,6 +75,35 @@ func dialFrom(path, addr string) error {
 	})
 }
 
+// peerSeen listens on addr in the namespace at server, connects from the
+// namespace at client, and returns the source address the server saw.
+func peerSeen(t *testing.T, server, addr, client string) (string, error) {
+	t.Helper()
+	var ln net.Listener
+	if err := netns.Do(server, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	seen := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			seen <- ""
+			return
+		}
+		host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+		c.Close()
+		seen <- host
+	}()
+	if err := dialFrom(client, addr); err != nil {
+		return "", err
+	}
+	return <-seen, nil
+}
+
 func TestPlan(t *testing.T) {
 	n, err := Plan("10.250.0.0/24", []string{"a", "b"})
 	if err != nil {
@@ -113,6 +144,27 @@ func TestNodesReachEachOtherAndUp(t *testing.T) {
 			t.Errorf("node a to %s: %v", to, err)
 		}
 	}
+	// A machine beyond up's namespace, with no route to the nodes' network,
+	// answers a node: up forwards and masquerades.
+	outside := fmt.Sprintf("svcnet-nodenet-%d-out", os.Getpid())
+	for _, cmd := range [][]string{
+		{"ip", "netns", "add", outside},
+		{"ip", "-n", outside, "link", "add", "eth0", "type", "veth", "peer", "name", "out0", "netns", filepath.Base(up)},
+		{"ip", "-n", outside, "addr", "add", "198.19.0.2/24", "dev", "eth0"},
+		{"ip", "-n", outside, "link", "set", "eth0", "up"},
+		{"ip", "-n", filepath.Base(up), "addr", "add", "198.19.0.1/24", "dev", "out0"},
+		{"ip", "-n", filepath.Base(up), "link", "set", "out0", "up"},
+	} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", cmd, err, out)
+		}
+		if cmd[2] == "add" && cmd[1] == "netns" {
+			t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", outside).Run() })
+		}
+	}
+	if seen, err := peerSeen(t, netns.Path(outside), "198.19.0.2:7001", n.Nodes[0].NetNS); err != nil || seen != "198.19.0.1" {
+		t.Errorf("node a to a machine outside: seen from %q (%v), want up's address 198.19.0.1", seen, err)
+	}
 
 	if err := netns.Do(up, n.Remove); err != nil {
 		t.Fatalf("Remove: %v", err)
@@ -128,9 +180,16 @@ func TestNodesReachEachOtherAndUp(t *testing.T) {
 			return err
 		}
 		for _, l := range links {
-			if l.Attrs().Name != "lo" {
-				t.Errorf("link %s is left in up's namespace", l.Attrs().Name)
+			if name := l.Attrs().Name; name != "lo" && name != "out0" {
+				t.Errorf("link %s is left in up's namespace", name)
 			}
+		}
+		conn, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		if tables, err := conn.ListTables(); err != nil || len(tables) != 0 {
+			t.Errorf("nftables tables left in up's namespace: %v %v", tables, err)
 		}
 		return nil
 	}); err != nil {

@@ -33,6 +33,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "svcnet")
+	// Tests run it as an unprivileged user too.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	build := exec.Command("go", "build", "-o", binary, "../../cmd/svcnet")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
@@ -59,6 +64,13 @@ type cluster struct {
 	log        *logBuffer
 	// extraArgs are more flags for `svcnet up` (a node's, for example).
 	extraArgs []string
+	// inNetns, when set, is the network namespace the cluster runs in
+	// (`svcnet up` is started with `ip netns exec`, kubectl too, as on
+	// the machine the namespace plays), and upCommand what runs there.
+	inNetns   string
+	upCommand []string
+	// credential, when set, is the user up runs as.
+	credential *syscall.Credential
 }
 
 // freePort returns a loopback port nobody listens on now.
@@ -104,17 +116,23 @@ func startCluster(t *testing.T, extraArgs ...string) *cluster {
 func (c *cluster) start() {
 	c.t.Helper()
 	c.log = &logBuffer{}
-	args := append([]string{"up", "--data-dir", c.dataDir, "--bind-address", c.apiAddr,
+	args := append([]string{binary, "up", "--data-dir", c.dataDir, "--bind-address", c.apiAddr,
 		"--etcd-client-url", c.etcdClient, "--etcd-peer-url", c.etcdPeer}, c.extraArgs...)
-	c.cmd = exec.Command(binary, args...)
+	if c.upCommand != nil {
+		args = c.upCommand
+	}
+	if c.inNetns != "" {
+		args = append([]string{"ip", "netns", "exec", c.inNetns}, args...)
+	}
+	c.cmd = exec.Command(args[0], args[1:]...)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	// Should the test binary die (a timeout panic skips cleanups), the
 	// cluster dies with it.
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: c.credential}
 	if err := c.cmd.Start(); err != nil {
 		c.t.Fatalf("start svcnet up: %v", err)
 	}
-	c.waitReady()
+	c.waitReady(true)
 }
 
 // stop sends SIGTERM and waits for a clean exit.
@@ -164,16 +182,15 @@ func (c *cluster) kubeconfig() string { return filepath.Join(c.dataDir, "kubecon
 const upLine = "svcnet is up: "
 
 // waitReady waits until `svcnet up` says the cluster is up, or (for
-// `svcnet apiserver`) the API server is ready and has written the
+// `svcnet apiserver`, !up) the API server is ready and has written the
 // kubeconfig.
-func (c *cluster) waitReady() {
+func (c *cluster) waitReady(up bool) {
 	c.t.Helper()
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
 	deadline := time.Now().Add(60 * time.Second)
-	up := c.cmd.Args[1] == "up"
 	for time.Now().Before(deadline) {
 		if c.cmd.ProcessState != nil {
-			c.t.Fatalf("svcnet %s exited: %s", c.cmd.Args[1], c.log)
+			c.t.Fatalf("%s exited: %s", strings.Join(c.cmd.Args, " "), c.log)
 		}
 		if up {
 			if strings.Contains(c.log.String(), upLine) {
@@ -193,7 +210,7 @@ func (c *cluster) waitReady() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	c.t.Fatalf("svcnet %s not ready after 60s; log:\n%s", c.cmd.Args[1], c.log)
+	c.t.Fatalf("%s not ready after 60s; log:\n%s", strings.Join(c.cmd.Args, " "), c.log)
 }
 
 // logBuffer collects a process's output while tests read it.
@@ -220,13 +237,24 @@ func (c *cluster) kubectl(stdin string, args ...string) (string, error) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--cache-dir", c.cacheDir}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig(), "HOME="+c.cacheDir)
+	cmd := c.kubectlCommand(ctx, args)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// kubectlCommand is the real kubectl with args for this cluster, in its
+// network namespace when it runs in one.
+func (c *cluster) kubectlCommand(ctx context.Context, args []string) *exec.Cmd {
+	argv := append([]string{kubectlPath, "--cache-dir", c.cacheDir}, args...)
+	if c.inNetns != "" {
+		argv = append([]string{"ip", "netns", "exec", c.inNetns}, argv...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig(), "HOME="+c.cacheDir)
+	return cmd
 }
 
 // must runs kubectl and fails the test on a non-zero exit.
@@ -279,8 +307,8 @@ func (c *cluster) kubectlEnv(env []string, args ...string) (string, error) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlPath, append([]string{"--cache-dir", c.cacheDir}, args...)...)
-	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+c.kubeconfig(), "HOME="+c.cacheDir), env...)
+	cmd := c.kubectlCommand(ctx, args)
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -289,8 +317,7 @@ func (c *cluster) kubectlEnv(env []string, args ...string) (string, error) {
 // lines; stop ends it.
 func (c *cluster) kubectlStream(lines chan<- string, args ...string) func() {
 	c.t.Helper()
-	cmd := exec.Command(kubectlPath, append([]string{"--cache-dir", c.cacheDir}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig(), "HOME="+c.cacheDir)
+	cmd := c.kubectlCommand(context.Background(), args)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		c.t.Fatal(err)

@@ -87,7 +87,16 @@ func removeNetns(t *testing.T, ns string) {
 // reapNode kills what a node left running (after a failed stop) from the
 // PIDs its state files record, and unmounts its pod namespaces.
 func reapNode(t *testing.T, dataDir string) {
-	states, _ := filepath.Glob(filepath.Join(dataDir, "node", "pods", "*", "containers", "*", "*", "state.json"))
+	// One node's dir, or each node's of up --nodes N.
+	nodeDirs := []string{filepath.Join(dataDir, "node")}
+	more, _ := filepath.Glob(filepath.Join(dataDir, "nodes", "*", "node"))
+	nodeDirs = append(nodeDirs, more...)
+	var states, mounts []string
+	for _, d := range nodeDirs {
+		s, _ := filepath.Glob(filepath.Join(d, "pods", "*", "containers", "*", "*", "state.json"))
+		m, _ := filepath.Glob(filepath.Join(d, "cni", "netns", "*"))
+		states, mounts = append(states, s...), append(mounts, m...)
+	}
 	for _, f := range states {
 		var st struct {
 			ShimPID int `json:"shimPID"`
@@ -104,7 +113,6 @@ func reapNode(t *testing.T, dataDir string) {
 		_ = syscall.Kill(-st.PID, syscall.SIGKILL)
 		_ = syscall.Kill(st.ShimPID, syscall.SIGKILL)
 	}
-	mounts, _ := filepath.Glob(filepath.Join(dataDir, "node", "cni", "netns", "*"))
 	for _, m := range mounts {
 		t.Errorf("pod namespace %s left after the cluster stopped", m)
 		_ = syscall.Unmount(m, syscall.MNT_DETACH)

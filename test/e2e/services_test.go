@@ -50,7 +50,7 @@ func (c *cluster) runAPIServer(args ...string) {
 	if err := c.cmd.Start(); err != nil {
 		c.t.Fatalf("start svcnet apiserver: %v", err)
 	}
-	c.waitReady()
+	c.waitReady(false)
 }
 
 // kill ends the server with SIGKILL.
