@@ -53,17 +53,21 @@ func normalize(lines []string) string {
 	return strings.Join(out, "\n")
 }
 
-// needsNode marks a page whose examples run pods: its cluster has a node
-// agent in a network namespace of the test's own.
-const needsNode = "<!-- docs test: node -->"
+// The markers of pages whose examples run pods. "node": the page's
+// cluster has a node agent in a network namespace of the test's own.
+// "machine ARGS": the page runs `svcnet up ARGS` on a fresh machine (see
+// machine), and its commands run there as a user of that machine would
+// run them, with KUBECONFIG=/var/lib/svcnet/kubeconfig.
+var docsMarker = regexp.MustCompile(`<!-- docs test: (node|machine)([^>]*)-->`)
 
-// TestDocsExamples runs every console example in docs/ against a fresh
-// cluster and compares the output.
+// TestDocsExamples runs every console example in docs/ and the README
+// against a fresh cluster and compares the output.
 func TestDocsExamples(t *testing.T) {
 	pages, err := filepath.Glob("../../docs/*.md")
 	if err != nil || len(pages) == 0 {
 		t.Fatalf("no docs pages: %v", err)
 	}
+	pages = append(pages, "../../README.md")
 	for _, page := range pages {
 		text, err := os.ReadFile(page)
 		if err != nil {
@@ -75,10 +79,15 @@ func TestDocsExamples(t *testing.T) {
 		}
 		t.Run(filepath.Base(page), func(t *testing.T) {
 			var c *cluster
-			if strings.Contains(string(text), needsNode) {
-				c = startNodeCluster(t).cluster
-			} else {
+			var m *machine
+			switch marker := docsMarker.FindStringSubmatch(string(text)); {
+			case marker == nil:
 				c = startCluster(t)
+			case marker[1] == "node":
+				c = startNodeCluster(t).cluster
+			default:
+				m = newMachine(t)
+				c = startOnMachine(t, m, strings.Fields(marker[2])...).cluster
 			}
 			bin := t.TempDir()
 			// kubectl in the examples runs with this cluster's cache dir.
@@ -98,8 +107,13 @@ func TestDocsExamples(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				cmd := exec.CommandContext(ctx, "sh", "-c", st.cmd)
+				kubeconfig := c.kubeconfig()
+				if m != nil {
+					cmd = exec.CommandContext(ctx, "ip", "netns", "exec", m.name, "sh", "-c", `mount --bind "$1" /var/lib && exec sh -c "$2"`, "sh", m.varLib, st.cmd)
+					kubeconfig = "/var/lib/svcnet/kubeconfig"
+				}
 				cmd.Dir = "../.." // files such as docs/examples/ are named from the checkout's root
-				cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+c.kubeconfig(),
+				cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig,
 					"HOME="+c.cacheDir, "ETCDCTL_API=3", "ETCDCTL_ENDPOINTS="+c.etcdClient)
 				out, _ := cmd.CombinedOutput()
 				cancel()
