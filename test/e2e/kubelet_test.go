@@ -46,19 +46,24 @@ func startFakeKubelet(t *testing.T, cs kubernetes.Interface, ns string) *fakeKub
 	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("register %s: %v", k.node, err)
 	}
-	node, err := cs.CoreV1().Nodes().Get(ctx, k.node, metav1.GetOptions{})
+	// Node IPAM writes the new Node too: retry as a kubelet does.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := cs.CoreV1().Nodes().Get(ctx, k.node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		capacity := corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("64"),
+			corev1.ResourceMemory: resource.MustParse("256Gi"),
+			corev1.ResourcePods:   resource.MustParse("1000"),
+		}
+		node.Status.Capacity, node.Status.Allocatable = capacity, capacity
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("64"),
-		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("1000"),
-	}
-	node.Status.Capacity, node.Status.Allocatable = capacity, capacity
-	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("node status: %v", err)
 	}
 

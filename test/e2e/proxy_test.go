@@ -245,11 +245,11 @@ func TestProxyServiceTraffic(t *testing.T) {
 		return ""
 	})
 
-	// Stopping the cluster takes the table and the bridge (with the
-	// routes through it) with it.
+	// Stopping the cluster takes the proxy's and the pod network's tables
+	// and the bridge (with the routes through it) with it.
 	c.stop()
-	if out := c.execIn(t, "nft", "list", "ruleset"); strings.Contains(out, proxyTable) {
-		t.Errorf("after svcnet up stopped, the node's ruleset still has our table:\n%s", out)
+	if out := c.execIn(t, "nft", "list", "ruleset"); strings.TrimSpace(out) != "" {
+		t.Errorf("after svcnet up stopped, the node's ruleset still has our tables:\n%s", out)
 	}
 	if out := c.execIn(t, "ip", "-o", "link"); strings.Contains(out, cni.BridgeName) {
 		t.Errorf("after svcnet up stopped, the node still has its bridge:\n%s", out)
@@ -257,7 +257,7 @@ func TestProxyServiceTraffic(t *testing.T) {
 }
 
 // proxyTable is how our table shows in `nft list ruleset`.
-const proxyTable = "table ip svcnet"
+const proxyTable = "table ip svcnet {"
 
 // execIn runs a host command in the node's network namespace.
 func (c *nodeCluster) execIn(t *testing.T, args ...string) string {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 // readyNode registers a Node as a node agent would, Ready with room for
@@ -19,19 +20,27 @@ func readyNode(t *testing.T, c *cluster, name string) {
 	t.Helper()
 	ctx := context.Background()
 	cs := c.clientset()
-	n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels: map[string]string{corev1.LabelHostname: name}}}, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{corev1.LabelHostname: name}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	now := metav1.Now()
-	n.Status.Allocatable = corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110"),
-	}
-	n.Status.Capacity = n.Status.Allocatable
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}}
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+	// Node IPAM writes the new Node too: retry as a kubelet does.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		n.Status.Allocatable = corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110"),
+		}
+		n.Status.Capacity = n.Status.Allocatable
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}}
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
