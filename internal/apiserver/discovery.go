@@ -222,7 +222,17 @@ func writeAggregated(w http.ResponseWriter, v apidiscoveryv2.APIGroupDiscoveryLi
 
 // writeJSONValue writes any JSON-marshalable value.
 func writeJSONValue(w http.ResponseWriter, code int, v interface{}) {
-	body, err := json.Marshal(v)
+	writeJSONBody(w, code, v, json.Marshal)
+}
+
+// writeRawJSON writes a value that is no API object, indented, as
+// upstream's WriteRawJSON writes /version and the root's paths.
+func writeRawJSON(w http.ResponseWriter, code int, v interface{}) {
+	writeJSONBody(w, code, v, func(v any) ([]byte, error) { return json.MarshalIndent(v, "", "  ") })
+}
+
+func writeJSONBody(w http.ResponseWriter, code int, v interface{}, marshal func(any) ([]byte, error)) {
+	body, err := marshal(v)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

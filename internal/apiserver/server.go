@@ -138,7 +138,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metrics.ServeHTTP(w, r)
 		return
 	case p == "/version" || p == "/version/":
-		writeJSONValue(w, http.StatusOK, s.version)
+		writeRawJSON(w, http.StatusOK, s.version)
 		return
 	case strings.HasPrefix(p, "/openapi/"):
 		if s.openapi != nil {
@@ -146,7 +146,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case p == "/":
-		writeJSONValue(w, http.StatusOK, map[string][]string{"paths": s.discovery.paths()})
+		writeRawJSON(w, http.StatusOK, map[string][]string{"paths": s.discovery.paths()})
 		return
 	}
 	if s.discovery.serve(w, r) {

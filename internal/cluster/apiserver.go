@@ -160,6 +160,10 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	srv, err := apiserver.New(apiserver.Config{
 		Store: store, Resources: set, OpenAPI: oapi, KubeletTLS: kubeletTLS,
 		Version: version.Info{Major: "1", Minor: minorOf(KubernetesVersion), GitVersion: KubernetesVersion,
+			// As kube-apiserver's defaults: it emulates its own version and
+			// is compatible with the minor release before.
+			EmulationMajor: "1", EmulationMinor: minorOf(KubernetesVersion),
+			MinCompatibilityMajor: "1", MinCompatibilityMinor: previousMinor(KubernetesVersion),
 			GitTreeState: "clean", GoVersion: runtime.Version(), Compiler: runtime.Compiler,
 			Platform: runtime.GOOS + "/" + runtime.GOARCH},
 	})
@@ -288,6 +292,15 @@ func (a *APIServer) stopStorage() {
 	if a.embedded != nil {
 		a.embedded.Close()
 	}
+}
+
+// previousMinor is the minor release before v's.
+func previousMinor(v string) string {
+	m, err := strconv.Atoi(minorOf(v))
+	if err != nil || m == 0 {
+		return ""
+	}
+	return strconv.Itoa(m - 1)
 }
 
 func minorOf(v string) string {
