@@ -39,9 +39,10 @@ func upNamespace(t *testing.T) string {
 	return netns.Path(name)
 }
 
-// serve accepts and closes connections on a listener opened in the
-// namespace at path, until the test ends.
-func serve(t *testing.T, path, addr string) string {
+// serve accepts connections on addr in the namespace at path until the
+// test ends, closing each, and returns the address it listens on and the
+// source addresses of the connections, in order.
+func serve(t *testing.T, path, addr string) (string, <-chan string) {
 	t.Helper()
 	var ln net.Listener
 	if err := netns.Do(path, func() (err error) {
@@ -51,16 +52,19 @@ func serve(t *testing.T, path, addr string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	sources := make(chan string, 16)
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 			c.Close()
+			sources <- host
 		}
 	}()
-	return ln.Addr().String()
+	return ln.Addr().String(), sources
 }
 
 func dialFrom(path, addr string) error {
@@ -73,35 +77,6 @@ func dialFrom(path, addr string) error {
 		}
 		return err
 	})
-}
-
-// peerSeen listens on addr in the namespace at server, connects from the
-// namespace at client, and returns the source address the server saw.
-func peerSeen(t *testing.T, server, addr, client string) (string, error) {
-	t.Helper()
-	var ln net.Listener
-	if err := netns.Do(server, func() (err error) {
-		ln, err = net.Listen("tcp", addr)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	seen := make(chan string, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			seen <- ""
-			return
-		}
-		host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-		c.Close()
-		seen <- host
-	}()
-	if err := dialFrom(client, addr); err != nil {
-		return "", err
-	}
-	return <-seen, nil
 }
 
 func TestPlan(t *testing.T) {
@@ -139,7 +114,9 @@ func TestNodesReachEachOtherAndUp(t *testing.T) {
 	if err := netns.Do(up, n.Create); err != nil {
 		t.Fatalf("Create again (an up adopting what it left): %v", err)
 	}
-	for _, to := range []string{serve(t, up, "10.250.0.1:0"), serve(t, n.Nodes[1].NetNS, "10.250.0.3:0")} {
+	toUp, _ := serve(t, up, "10.250.0.1:0")
+	toB, _ := serve(t, n.Nodes[1].NetNS, "10.250.0.3:0")
+	for _, to := range []string{toUp, toB} {
 		if err := dialFrom(n.Nodes[0].NetNS, to); err != nil {
 			t.Errorf("node a to %s: %v", to, err)
 		}
@@ -162,8 +139,11 @@ func TestNodesReachEachOtherAndUp(t *testing.T) {
 			t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", outside).Run() })
 		}
 	}
-	if seen, err := peerSeen(t, netns.Path(outside), "198.19.0.2:7001", n.Nodes[0].NetNS); err != nil || seen != "198.19.0.1" {
-		t.Errorf("node a to a machine outside: seen from %q (%v), want up's address 198.19.0.1", seen, err)
+	far, sources := serve(t, netns.Path(outside), "198.19.0.2:0")
+	if err := dialFrom(n.Nodes[0].NetNS, far); err != nil {
+		t.Errorf("node a to a machine outside: %v", err)
+	} else if seen := <-sources; seen != "198.19.0.1" {
+		t.Errorf("node a to a machine outside: seen from %s, want up's address 198.19.0.1", seen)
 	}
 
 	if err := netns.Do(up, n.Remove); err != nil {

@@ -49,14 +49,11 @@ func TestRunnerFullOnStartAndAfterFailure(t *testing.T) {
 	<-done
 }
 
-func TestRunnerRespectsMinSyncPeriod(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	kick := make(chan struct{}, 1)
-	const minPeriod = 100 * time.Millisecond
-	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(minPeriod), 1), period: time.Hour, urgent: never, floor: time.Millisecond}
+// runLoop runs r's loop with a sync that reports when it ran, until the
+// test ends (cancel stops it).
+func runLoop(t *testing.T, ctx context.Context, cancel context.CancelFunc, r *runner) <-chan time.Time {
 	synced := make(chan time.Time)
 	done := make(chan struct{})
-	start := time.Now()
 	go func() {
 		defer close(done)
 		r.loop(ctx, func(bool) error {
@@ -67,7 +64,17 @@ func TestRunnerRespectsMinSyncPeriod(t *testing.T) {
 			return nil
 		})
 	}()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
+	return synced
+}
+
+func TestRunnerRespectsMinSyncPeriod(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	kick := make(chan struct{}, 1)
+	const minPeriod = 100 * time.Millisecond
+	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(minPeriod), 1), period: time.Hour, urgent: never, floor: time.Millisecond}
+	start := time.Now()
+	synced := runLoop(t, ctx, cancel, r)
 	// The limiter grants the k-th sync no sooner than k periods after the
 	// first grant, which came after start. Comparing each sync with start,
 	// not with the previous sync, keeps the check exact however late the
@@ -97,19 +104,7 @@ func TestRunnerSyncsAtOnceWhenAServiceBecomesReachable(t *testing.T) {
 	const minPeriod, floor = time.Second, 100 * time.Millisecond
 	var urgent atomic.Bool
 	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(minPeriod), 2), period: time.Hour, urgent: urgent.Load, floor: floor}
-	synced := make(chan time.Time)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.loop(ctx, func(bool) error {
-			select {
-			case synced <- time.Now():
-			case <-ctx.Done():
-			}
-			return nil
-		})
-	}()
-	defer func() { cancel(); <-done }()
+	synced := runLoop(t, ctx, cancel, r)
 	next := func() time.Time {
 		t.Helper()
 		select {
