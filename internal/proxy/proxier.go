@@ -126,7 +126,7 @@ func Run(ctx context.Context, c Config) error {
 	health := newHealthServers(c.Listen)
 	defer health.close()
 	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(c.MinSyncPeriod), 2), period: c.SyncPeriod,
-		urgent: tracker.Unrejects, floor: urgentSyncFloor}
+		urgent: tracker.Urgent, floor: urgentSyncFloor}
 	slog.Info("service proxy running", "node", c.NodeName)
 	r.loop(ctx, func(full bool) error {
 		start := time.Now()

@@ -2,7 +2,8 @@
 // informer events on Services and EndpointSlices into a pending change per
 // Service, and a sync loop hands the merged changes to a backend (nftables,
 // or the userspace proxy) at most once per minimum sync period (except for a
-// change that makes a rejected Service reachable, synced at once), with a
+// change that gives traffic the verdict it lacks: a new Service, or a
+// rejected Service's first endpoints, synced at once), with a
 // full resync on start and on a timer. Backends see the same Update whatever
 // they program, so they share the tracking, the endpoint choice (ready
 // ones, else serving terminating ones), the metrics and the health-check
@@ -53,10 +54,10 @@ type Tracker struct {
 	// applied is the state handed out by the last Take.
 	applied map[types.NamespacedName]*Service
 	// rejecting names the applied Services that backends reject on some
-	// port for want of endpoints; reachable names those of them whose
-	// pending state has endpoints for such a port.
+	// port for want of endpoints; urgent names the Services whose pending
+	// state needs a sync at once (see noteUrgent).
 	rejecting map[types.NamespacedName]bool
-	reachable map[types.NamespacedName]bool
+	urgent    map[types.NamespacedName]bool
 }
 
 // NewTracker tracks Services for the node named node (its endpoints are
@@ -69,7 +70,7 @@ func NewTracker(node string) *Tracker {
 		dirty:     map[types.NamespacedName][]time.Time{},
 		applied:   map[types.NamespacedName]*Service{},
 		rejecting: map[types.NamespacedName]bool{},
-		reachable: map[types.NamespacedName]bool{},
+		urgent:    map[types.NamespacedName]bool{},
 	}
 }
 
@@ -94,7 +95,7 @@ func (t *Tracker) ServiceUpdated(old, current *corev1.Service) {
 	if _, ok := t.dirty[name]; !ok {
 		t.dirty[name] = nil
 	}
-	t.noteReachable(name)
+	t.noteUrgent(name)
 }
 
 // SliceUpdated records an EndpointSlice's new state, or its deletion.
@@ -122,31 +123,41 @@ func (t *Tracker) SliceUpdated(slice *discoveryv1.EndpointSlice, deleted bool) {
 		times = append(times, ts)
 	}
 	t.dirty[name] = times
-	t.noteReachable(name)
+	t.noteUrgent(name)
 }
 
-// noteReachable records whether name's pending state makes a port
-// reachable that backends reject in the applied state for want of
-// endpoints. Only Services applied as rejecting pay for building the
-// pending state.
-func (t *Tracker) noteReachable(name types.NamespacedName) {
-	if !t.rejecting[name] {
+// noteUrgent records whether name's pending state gives traffic a
+// verdict the applied state lacks, so that it must not wait for the
+// minimum sync period:
+//   - a new Service with cluster IP ports: until they are programmed,
+//     connections to them (cluster DNS answers the name at once) leave
+//     un-NATed, and conntrack keeps every retransmission of theirs on that
+//     path for minutes;
+//   - the first usable endpoints of a port that backends reject for want
+//     of them (in an address family).
+//
+// Only new and rejecting Services pay for building the pending state.
+func (t *Tracker) noteUrgent(name types.NamespacedName) {
+	prev, applied := t.applied[name]
+	if applied && !t.rejecting[name] {
 		return
 	}
-	if cur := t.pending(name); cur != nil && unrejects(t.applied[name], cur) {
-		t.reachable[name] = true
-	} else {
-		delete(t.reachable, name)
+	switch cur := t.pending(name); {
+	case cur == nil:
+		delete(t.urgent, name)
+	case !applied && len(cur.Ports) > 0, applied && unrejects(prev, cur):
+		t.urgent[name] = true
+	default:
+		delete(t.urgent, name)
 	}
 }
 
-// Unrejects reports whether the pending changes make a Service reachable
-// where backends reject its traffic for want of endpoints: its first
-// usable endpoints on a port (in an address family) have arrived.
-func (t *Tracker) Unrejects() bool {
+// Urgent reports whether the pending changes must be synced at once (see
+// noteUrgent).
+func (t *Tracker) Urgent() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.reachable) > 0
+	return len(t.urgent) > 0
 }
 
 // pending is name's Service as the events so far make it, nil when it
@@ -197,7 +208,7 @@ func (t *Tracker) Take(full bool) (Update, []time.Time) {
 		}
 	}
 	clear(t.dirty)
-	clear(t.reachable)
+	clear(t.urgent)
 	u.Services = maps.Clone(t.applied)
 	return u, triggers
 }

@@ -179,21 +179,36 @@ func TestServicePortsMatchSlicePortsByNameAndProtocol(t *testing.T) {
 	}
 }
 
-// Unrejects is set by the first usable endpoints of a Service that was
-// applied without any (backends reject it), and by nothing else.
-func TestTrackerUnrejects(t *testing.T) {
+// Urgent is set by a new Service with cluster IP ports, and by the first
+// usable endpoints of a Service that was applied without any (backends
+// reject it), and by nothing else.
+func TestTrackerUrgent(t *testing.T) {
 	tr := NewTracker("node-a")
-	// A new Service, endpoints and all, was not rejected before.
+	// A new Service, with or without endpoints.
 	tr.ServiceUpdated(nil, service(httpPort()))
+	if !tr.Urgent() {
+		t.Error("a new Service is not urgent")
+	}
 	tr.SliceUpdated(slice("web-1", "", ep{"10.244.0.5", true, true, false, "node-a"}), false)
-	if tr.Unrejects() {
-		t.Error("a new Service unrejects")
+	if !tr.Urgent() {
+		t.Error("a new Service with an endpoint is not urgent")
+	}
+	tr.Take(false)
+	if tr.Urgent() {
+		t.Error("Urgent after Take")
+	}
+	// A new headless Service has nothing to program.
+	headless := service(httpPort())
+	headless.Name, headless.Spec.ClusterIP, headless.Spec.ClusterIPs = "headless", corev1.ClusterIPNone, nil
+	tr.ServiceUpdated(nil, headless)
+	if tr.Urgent() {
+		t.Error("a new headless Service is urgent")
 	}
 	tr.Take(false)
 	// More endpoints for a Service that has some.
 	tr.SliceUpdated(slice("web-1", "", ep{"10.244.0.5", true, true, false, "node-a"}, ep{"10.244.0.6", true, true, false, "node-b"}), false)
-	if tr.Unrejects() {
-		t.Error("a Service with endpoints gaining one unrejects")
+	if tr.Urgent() {
+		t.Error("a Service with endpoints gaining one is urgent")
 	}
 	// Without endpoints, applied: rejected.
 	tr.SliceUpdated(slice("web-1", ""), false)
@@ -209,14 +224,14 @@ func TestTrackerUnrejects(t *testing.T) {
 		{"an endpoint that went away again", nil, false},
 	} {
 		tr.SliceUpdated(slice("web-1", "", tc.eps...), false)
-		if got := tr.Unrejects(); got != tc.want {
-			t.Errorf("%s: Unrejects %v, want %v", tc.what, got, tc.want)
+		if got := tr.Urgent(); got != tc.want {
+			t.Errorf("%s: Urgent %v, want %v", tc.what, got, tc.want)
 		}
 	}
 	tr.SliceUpdated(slice("web-1", "", ep{"10.244.0.5", true, true, false, "node-a"}), false)
 	tr.Take(false)
-	if tr.Unrejects() {
-		t.Error("Unrejects after Take")
+	if tr.Urgent() {
+		t.Error("Urgent after Take")
 	}
 
 	// A dual-stack Service with IPv4 endpoints is rejected over IPv6
@@ -225,10 +240,13 @@ func TestTrackerUnrejects(t *testing.T) {
 	dual.Spec.ClusterIPs = []string{"10.96.0.20", "fd00:10:96::20"}
 	tr.ServiceUpdated(nil, dual)
 	tr.Take(false)
+	if tr.Urgent() {
+		t.Error("Urgent after Take")
+	}
 	v6 := slice("web-v6", "", ep{"fd00:10:244::5", true, true, false, "node-a"})
 	v6.AddressType = discoveryv1.AddressTypeIPv6
 	tr.SliceUpdated(v6, false)
-	if !tr.Unrejects() {
-		t.Error("the first IPv6 endpoint of a dual-stack Service does not unreject it")
+	if !tr.Urgent() {
+		t.Error("the first IPv6 endpoint of a dual-stack Service is not urgent")
 	}
 }
