@@ -20,6 +20,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/nodeipam"
 	"github.com/svcnet/svcnet/internal/node"
 	"github.com/svcnet/svcnet/internal/pki"
+	"github.com/svcnet/svcnet/internal/proxy"
 )
 
 // NodeOptions configure a node agent.
@@ -103,8 +104,9 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	var proxyErr error
+	proxyHealth := &proxy.Health{}
 	wg.Go(func() {
-		if proxyErr = runProxy(ctx, o, cfg, name); proxyErr != nil {
+		if proxyErr = runProxy(ctx, o, cfg, name, proxyHealth); proxyErr != nil {
 			cancel()
 		}
 	})
