@@ -61,6 +61,10 @@ type NodeOptions struct {
 	ProxyMode string
 	// ProxyMetrics is host:port serving the proxy's /metrics; empty: off.
 	ProxyMetrics string
+	// StaticPods are more components to show as the node's mirror pods
+	// (svcnet up's control plane, on the control-plane node) beside the
+	// node's kube-proxy.
+	StaticPods []node.StaticPod
 }
 
 // RunNode runs a node agent until ctx ends.
@@ -105,6 +109,11 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	var wg sync.WaitGroup
 	var proxyErr error
 	proxyHealth := &proxy.Health{}
+	proxyLog, err := startProxyLog(o, name, proxyHealth)
+	if err != nil {
+		return err
+	}
+	defer proxyLog.close()
 	wg.Go(func() {
 		if proxyErr = runProxy(ctx, o, cfg, name, proxyHealth); proxyErr != nil {
 			cancel()
@@ -126,6 +135,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		Images:                images,
 		StopPodsOnExit:        o.StopPodsOnExit,
 		Version:               KubernetesVersion,
+		StaticPods:            append(append([]node.StaticPod{}, o.StaticPods...), proxyLog.staticPod(o, name)),
 	})
 	cancel()
 	wg.Wait()

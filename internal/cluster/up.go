@@ -48,6 +48,11 @@ const controlPlaneLabel = "node-role.kubernetes.io/control-plane"
 // the controllers and the API server in that order, and removes every
 // namespace, link and route it made.
 func Up(ctx context.Context, o UpOptions) error {
+	cp, err := startControlPlaneLogs(&o)
+	if err != nil {
+		return err
+	}
+	defer cp.close()
 	plan, err := planNodes(&o)
 	if err != nil {
 		return err
@@ -74,6 +79,7 @@ func Up(ctx context.Context, o UpOptions) error {
 	if err != nil {
 		return err
 	}
+	cp.apiServer.Store(a)
 	var wg sync.WaitGroup
 	errs := make(chan error, 3+len(plan.nodes))
 	run := func(name string, f func() error) {
@@ -98,11 +104,13 @@ func Up(ctx context.Context, o UpOptions) error {
 		if err != nil {
 			return err
 		}
+		cp.controllerManager.Store(c)
 		return c.Wait()
 	})
 	run("node IPAM", func() error { return RunNodeIPAM(ctx, a.Kubeconfig, o.ClusterCIDR, 24) })
 	for _, n := range plan.nodes {
 		n.Kubeconfig = a.Kubeconfig
+		n.StaticPods = cp.staticPods(n)
 		run("node "+n.NodeName, func() error { return RunNode(ctx, n) })
 	}
 	if o.Ready != nil {

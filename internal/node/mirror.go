@@ -96,7 +96,16 @@ type staticPod struct {
 	started time.Time
 	health  error
 	checked bool
+	// recreate is when a mirror pod the agent deleted is made anew.
+	recreate time.Time
 }
+
+// mirrorRecreateDelay is how long the agent waits to make a mirror pod
+// anew after it deleted the one being deleted or outdated, about a
+// kubelet's sync: a client that deleted it and waits until it is gone
+// (kubectl delete) would otherwise find the new one under the name and
+// wait for its deletion too.
+const mirrorRecreateDelay = time.Second
 
 // newStaticPods takes the agent's static pods as seen at now.
 func newStaticPods(a *Agent, specs []StaticPod, now time.Time) *staticPods {
@@ -252,9 +261,14 @@ func (s *staticPods) sync(ctx context.Context) error {
 				errs = append(errs, err)
 				continue
 			}
-			mirror = nil
+			sp.recreate = time.Now().Add(mirrorRecreateDelay)
+			time.AfterFunc(mirrorRecreateDelay, s.poke)
+			continue
 		}
 		if mirror == nil {
+			if time.Now().Before(sp.recreate) {
+				continue
+			}
 			if mirror, err = s.create(ctx, sp); err != nil {
 				errs = append(errs, err)
 				continue
