@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -59,6 +60,9 @@ type APIServerOptions struct {
 	// pods reach the API through the kubernetes Service.
 	AdvertiseAddress string
 	AdvertiseNetNS   string
+	// EtcdLog, if set, gets the embedded etcd's own log (etcd's JSON
+	// lines, info level); otherwise it logs only what is fatal.
+	EtcdLog io.Writer
 }
 
 // Defaults of the Service ranges.
@@ -84,9 +88,12 @@ type APIServer struct {
 	Kubeconfig string
 	// URL is the server's https URL.
 	URL string
+	// Started is when the API server started serving.
+	Started time.Time
 
 	embedded *storage.Embedded
 	client   *clientv3.Client
+	loopback kubernetes.Interface
 	done     chan error
 }
 
@@ -125,7 +132,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	endpoints := o.EtcdServers
 	if len(endpoints) == 0 {
 		e, err := storage.StartEmbedded(ctx, storage.EmbeddedConfig{
-			Dir: filepath.Join(o.DataDir, "etcd"), ClientURL: o.EtcdClientURL, PeerURL: o.EtcdPeerURL,
+			Dir: filepath.Join(o.DataDir, "etcd"), ClientURL: o.EtcdClientURL, PeerURL: o.EtcdPeerURL, Log: o.EtcdLog,
 		})
 		if err != nil {
 			return nil, err
@@ -176,6 +183,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		a.stopStorage()
 		return nil, fmt.Errorf("loopback client: %w", err)
 	}
+	a.loopback = loopback
 	repair := &controlplane.Repair{Store: store, Alloc: alloc, Events: loopback.CoreV1()}
 	kubeSvc := &controlplane.KubernetesService{Client: loopback, Store: store, Etcd: cli,
 		ServiceIP: ranges.ServiceCIDRs[0].First(), Address: advertise, Port: int32(portNum)}
@@ -218,8 +226,34 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	for i, ln := range lns {
 		addrs[i] = ln.Addr().String()
 	}
-	slog.Info("API server serving", "url", a.URL, "addresses", addrs, "etcd", strings.Join(endpoints, ","))
+	a.Started = time.Now()
+	slog.Info("API server serving", "url", a.URL, "addresses", addrs, "etcd", strings.Join(endpoints, ","), "version", KubernetesVersion)
 	return a, nil
+}
+
+// Ready asks the server's /readyz, through its loopback, whether it
+// serves: it answers once it reaches etcd.
+func (a *APIServer) Ready(ctx context.Context) error {
+	body, err := a.loopback.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("readyz: %w: %s", err, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// Etcd is the embedded etcd member, nil with external etcd.
+func (a *APIServer) Etcd() *storage.Embedded { return a.embedded }
+
+// EtcdHealthy reads a key through the API server's etcd client, as
+// etcdctl endpoint health does: a linearizable read needs a leader and a
+// quorum.
+func (a *APIServer) EtcdHealthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := a.client.Get(ctx, "health"); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	return nil
 }
 
 // listen opens the bind address and, where that does not cover it, the

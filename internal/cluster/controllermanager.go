@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -268,7 +269,29 @@ func (o *ControllerManagerOptions) Validate() error {
 type ControllerManager struct {
 	// MetricsURL is the http URL of /metrics, empty when not served.
 	MetricsURL string
-	done       chan error
+	// Started is when it started.
+	Started time.Time
+	done    chan error
+	stopped atomic.Bool
+	// leader checks the lease renewals of a term, as upstream's
+	// /healthz/leader-election.
+	leader *leaderelection.HealthzAdaptor
+}
+
+// leaderHealthTimeout is how late a leader's lease renewal may be before
+// it counts as unhealthy (upstream's).
+const leaderHealthTimeout = 20 * time.Second
+
+// Healthy says whether the controllers run: nil while the controller
+// manager runs and, when it leads, renews its lease in time.
+func (cm *ControllerManager) Healthy() error {
+	if cm.stopped.Load() {
+		return errors.New("the controller manager stopped")
+	}
+	if err := cm.leader.Check(nil); err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	return nil
 }
 
 // Wait blocks until the controller manager has stopped.
@@ -285,7 +308,8 @@ func StartControllerManager(ctx context.Context, o ControllerManagerOptions) (*C
 	if err != nil {
 		return nil, err
 	}
-	cm := &ControllerManager{done: make(chan error, 1)}
+	cm := &ControllerManager{done: make(chan error, 1), Started: time.Now(), leader: leaderelection.NewLeaderHealthzAdaptor(leaderHealthTimeout)}
+	slog.Info("controller manager starting", "version", KubernetesVersion, "leaderElect", o.LeaderElection.Enabled)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	c.metrics = controller.NewMetrics(reg)
@@ -314,7 +338,7 @@ func StartControllerManager(ctx context.Context, o ControllerManagerOptions) (*C
 			slog.Info("no controllers enabled")
 			<-ctx.Done()
 		case o.LeaderElection.Enabled:
-			err = lead(ctx, &o, c)
+			err = lead(ctx, &o, c, cm.leader)
 		default:
 			err = runControllers(ctx, &o, c)
 		}
@@ -323,6 +347,7 @@ func StartControllerManager(ctx context.Context, o ControllerManagerOptions) (*C
 			_ = srv.Shutdown(sctx)
 			cancel()
 		}
+		cm.stopped.Store(true)
 		cm.done <- err
 	}()
 	return cm, nil
@@ -357,7 +382,7 @@ func newClients(o ControllerManagerOptions) (*clients, error) {
 // lead campaigns for the lease and runs the controllers for each term
 // won, until ctx ends. A term ends when the lease is lost, or when the
 // controllers cannot start; the instance then campaigns again.
-func lead(ctx context.Context, o *ControllerManagerOptions, c *clients) error {
+func lead(ctx context.Context, o *ControllerManagerOptions, c *clients, watchdog *leaderelection.HealthzAdaptor) error {
 	host, err := os.Hostname()
 	if err != nil {
 		return fmt.Errorf("hostname: %w", err)
@@ -390,6 +415,7 @@ func lead(ctx context.Context, o *ControllerManagerOptions, c *clients) error {
 			RetryPeriod:     le.RetryPeriod,
 			ReleaseOnCancel: true,
 			Name:            le.ResourceName,
+			WatchDog:        watchdog,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(lctx context.Context) { leading <- lctx },
 				OnStoppedLeading: func() { slog.Info("leader lease released or lost", "identity", id) },

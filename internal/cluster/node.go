@@ -64,6 +64,10 @@ type NodeOptions struct {
 	// and whether it carries cluster IPs (the userspace proxy does only
 	// where they are local addresses).
 	ProxySynced func(services map[types.NamespacedName]*proxy.Service, clusterIPs bool)
+	// StaticPods are more components to show as the node's mirror pods
+	// (svcnet up's control plane, on the control-plane node) beside the
+	// node's kube-proxy.
+	StaticPods []node.StaticPod
 }
 
 // RunNode runs a node agent until ctx ends.
@@ -107,8 +111,14 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	var proxyErr error
+	proxyHealth := &proxy.Health{}
+	proxyLog, err := startProxyLog(o, name, proxyHealth)
+	if err != nil {
+		return err
+	}
+	defer proxyLog.close()
 	wg.Go(func() {
-		if proxyErr = runProxy(ctx, o, cfg, name); proxyErr != nil {
+		if proxyErr = runProxy(ctx, o, cfg, name, proxyHealth); proxyErr != nil {
 			cancel()
 		}
 	})
@@ -127,6 +137,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		Images:                images,
 		StopPodsOnExit:        o.StopPodsOnExit,
 		Version:               KubernetesVersion,
+		StaticPods:            append(append([]node.StaticPod{}, o.StaticPods...), proxyLog.staticPod(o, name)),
 	})
 	cancel()
 	wg.Wait()

@@ -33,10 +33,11 @@ const (
 	ProxyModeUserspace = "userspace"
 )
 
-// runProxy runs the node's Service proxy until ctx ends. It starts once
-// the Node has its pod CIDR, which tells the node's pods from other
-// sources, and its addresses.
-func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName string) error {
+// runProxy runs the node's Service proxy until ctx ends, keeping health
+// up to date. It starts once the Node has its pod CIDR, which tells the
+// node's pods from other sources, and its addresses. Its records carry
+// the node's name, which routes them to the node's kube-proxy log.
+func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName string, health *proxy.Health) error {
 	if o.ProxyMode != ProxyModeNFTables && o.ProxyMode != ProxyModeUserspace {
 		return fmt.Errorf("--proxy-mode %q: svcnet has %q and %q", o.ProxyMode, ProxyModeNFTables, ProxyModeUserspace)
 	}
@@ -68,7 +69,8 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 		return nil // stopped before the node had a pod CIDR and addresses
 	}
 	ns := netns.Path(o.NetNS)
-	backend, err := newProxyBackend(o.ProxyMode, ns, cidrs, nodeIPs)
+	log := slog.Default().With("node", nodeName)
+	backend, err := newProxyBackend(log, o.ProxyMode, ns, cidrs, nodeIPs)
 	if err != nil {
 		return err
 	}
@@ -103,6 +105,8 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 		Listen:        netns.ListenAt(ns),
 		CleanupOnExit: o.StopPodsOnExit,
 		Synced:        synced,
+		Logger:        log,
+		Health:        health,
 	})
 }
 
@@ -110,20 +114,20 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 // userspace proxy, saying so, where the node cannot use nftables (no
 // CAP_NET_ADMIN, or a kernel without nf_tables), as kube-proxy once fell
 // back from iptables to userspace.
-func newProxyBackend(mode, ns string, cidrs []netip.Prefix, nodeIPs []netip.Addr) (proxy.Backend, error) {
+func newProxyBackend(log *slog.Logger, mode, ns string, cidrs []netip.Prefix, nodeIPs []netip.Addr) (proxy.Backend, error) {
 	if mode == ProxyModeNFTables {
 		err := nftablesUsable(ns)
 		if err == nil {
-			b, err := nftables.New(nftables.Config{NetNS: ns, PodCIDRs: cidrs, NodeIPs: nodeIPs})
+			b, err := nftables.New(nftables.Config{NetNS: ns, PodCIDRs: cidrs, NodeIPs: nodeIPs, Logger: log})
 			if err != nil {
 				return nil, fmt.Errorf("nftables proxy: %w", err)
 			}
 			return b, nil
 		}
-		slog.Warn("nftables cannot be used on this node, falling back to the userspace proxy", "err", err)
+		log.Warn("nftables cannot be used on this node, falling back to the userspace proxy", "err", err)
 	}
-	slog.Info("userspace proxy: NodePorts are served; cluster, external and load balancer IPs only where they are local addresses of the node (docs/proxy.md)")
-	return userspace.New(userspace.Config{NetNS: ns}), nil
+	log.Info("userspace proxy: NodePorts are served; cluster, external and load balancer IPs only where they are local addresses of the node (docs/proxy.md)")
+	return userspace.New(userspace.Config{NetNS: ns, Logger: log}), nil
 }
 
 // nftablesUsable asks the kernel for the node's nftables tables, which

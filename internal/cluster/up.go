@@ -79,6 +79,11 @@ func Up(ctx context.Context, o UpOptions) error {
 		}
 		o.Node.ClusterDNS = ip.String()
 	}
+	cp, err := startControlPlaneLogs(&o)
+	if err != nil {
+		return err
+	}
+	defer cp.close()
 	plan, err := planNodes(&o)
 	if err != nil {
 		return err
@@ -105,6 +110,7 @@ func Up(ctx context.Context, o UpOptions) error {
 	if err != nil {
 		return err
 	}
+	cp.apiServer.Store(a)
 	var wg sync.WaitGroup
 	errs := make(chan error, 3+len(plan.nodes))
 	run := func(name string, f func() error) {
@@ -129,6 +135,7 @@ func Up(ctx context.Context, o UpOptions) error {
 		if err != nil {
 			return err
 		}
+		cp.controllerManager.Store(c)
 		return c.Wait()
 	})
 	run("node IPAM", func() error { return RunNodeIPAM(ctx, a.Kubeconfig, o.ClusterCIDR, 24) })
@@ -138,6 +145,7 @@ func Up(ctx context.Context, o UpOptions) error {
 		p := &nodeProxy{name: n.NodeName, netns: netns.Path(n.NetNS)}
 		n.ProxySynced = p.synced
 		ready.nodes = append(ready.nodes, p)
+		n.StaticPods = cp.staticPods(n)
 		run("node "+n.NodeName, func() error { return RunNode(ctx, n) })
 	}
 	if slices.Contains(o.Disable, addonCoreDNS) {

@@ -4,7 +4,9 @@
 // hostname and its own /etc/hosts and /etc/resolv.conf), builds their
 // environment and volumes (volume_setup.go), restarts them with CrashLoopBackOff, probes them, stops them
 // gracefully, reports their status as upstream's kubelet does, and serves
-// their logs to the API server.
+// their logs to the API server. The components its process runs (svcnet
+// up's control plane, the node's Service proxy) it shows as the kubelet
+// shows static pods, as mirror pods (mirror.go), which it runs nothing for.
 //
 // Like the kubelet, it holds one worker per pod that brings the pod's
 // containers in line with its spec on every change (pod update, container
@@ -82,6 +84,10 @@ type Config struct {
 	Self string
 	// Version is the Kubernetes version the node reports.
 	Version string
+	// StaticPods are the components the node's process runs, shown in
+	// the API as mirror pods; with StopPodsOnExit they are deleted when
+	// the agent stops, as the components stop with it.
+	StaticPods []StaticPod
 }
 
 // Agent is a running node agent.
@@ -97,8 +103,10 @@ type Agent struct {
 	resolv   resolvConf
 	volumes  *volumeManager
 
-	podLister corelisters.PodLister
-	nodeIP    net.IP
+	podLister  corelisters.PodLister
+	nodeLister corelisters.NodeLister
+	static     *staticPods
+	nodeIP     net.IP
 	// runCtx ends when the agent stops; informer handlers start pod
 	// workers under it.
 	runCtx context.Context
@@ -194,6 +202,8 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	a.podLister = pods.Lister()
 	services := all.Core().V1().Services()
 	nodes := all.Core().V1().Nodes()
+	a.nodeLister = nodes.Lister()
+	a.static = newStaticPods(a, a.cfg.StaticPods, time.Now())
 	a.env = &envSources{
 		services: services.Lister(),
 		configMap: func(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
@@ -209,15 +219,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	}
 	a.probes = newProbeManager(a)
 
-	podsSynced, err := controller.Handle(pods.Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { a.podChanged(obj) },
-		UpdateFunc: func(_, obj any) { a.podChanged(obj) },
-		DeleteFunc: func(obj any) {
-			if pod, ok := controller.Object[*corev1.Pod](obj); ok {
-				a.podGone(ctx, pod.UID)
-			}
-		},
-	})
+	podsSynced, err := controller.Handle(pods.Informer(), a.podHandler(ctx))
 	if err != nil {
 		return err
 	}
@@ -259,6 +261,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	wg.Go(func() { reg.heartbeat(ctx) })
 	wg.Go(func() { a.relist(ctx) })
 	wg.Go(func() { routes.run(ctx) })
+	wg.Go(func() { a.static.run(ctx) })
 	slog.Info("node agent running", "node", a.cfg.NodeName, "podCIDR", podCIDR, "nodeIP", a.nodeIP, "netns", nsPath)
 
 	<-ctx.Done()
@@ -266,6 +269,10 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	a.wg.Wait()
 	a.probes.stopAll()
 	if a.cfg.StopPodsOnExit {
+		// The API server may still be there (svcnet up stops it last).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		a.static.removeAll(rctx)
+		cancel()
 		a.stopAllPods()
 		if err := a.net.Remove(); err != nil {
 			slog.Warn("remove the node's pod network", "err", err)
@@ -276,6 +283,25 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 		return err
 	default:
 		return nil
+	}
+}
+
+// podHandler feeds the pods of the node to their workers; mirror pods,
+// which show static pods and run nothing, go to the static pods instead.
+func (a *Agent) podHandler(ctx context.Context) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { a.podChanged(obj) },
+		UpdateFunc: func(_, obj any) { a.podChanged(obj) },
+		DeleteFunc: func(obj any) {
+			pod, ok := controller.Object[*corev1.Pod](obj)
+			switch {
+			case !ok:
+			case isMirrorPod(pod):
+				a.static.poke() // gone: it is made anew
+			default:
+				a.podGone(ctx, pod.UID)
+			}
+		},
 	}
 }
 

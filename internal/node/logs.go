@@ -83,11 +83,20 @@ func (l *logWriterTo) write(r logRecord) (done bool, err error) {
 // readLog writes c's log to w: the rotated file, then the current one; with
 // follow it waits for more until the container has exited or ctx ends.
 func (r *containerRuntime) readLog(ctx context.Context, c *container, opts logOptions, w io.Writer) error {
+	return readLogFile(ctx, c.Spec.Log, opts, w, func() bool {
+		fresh, err := r.load(c.dir)
+		return err == nil && fresh != nil && !fresh.Running()
+	})
+}
+
+// readLogFile writes the CRI log at path to w as readLog does; exited
+// says whether its writer has ended, which ends a follow once all it wrote
+// is out.
+func readLogFile(ctx context.Context, path string, opts logOptions, w io.Writer, exited func() bool) error {
 	out := &logWriterTo{w: w, opts: opts}
 	if opts.limitBytes != nil {
 		out.remaining = *opts.limitBytes
 	}
-	path := c.Spec.Log
 	var recs []logRecord
 	emit := func(rec logRecord) (bool, error) {
 		if opts.tailLines != nil {
@@ -138,9 +147,9 @@ func (r *containerRuntime) readLog(ctx context.Context, c *container, opts logOp
 				continue
 			}
 		}
-		if fresh, err := r.load(c.dir); err == nil && fresh != nil && !fresh.Running() {
-			// The shim closes the log before it records the exit: one more
-			// read has everything.
+		if exited() {
+			// The writer closes the log before its exit is known (the shim
+			// records it after): one more read has everything.
 			_, _, err := readRecords(br, pending, out.write)
 			return err
 		}

@@ -137,7 +137,12 @@ func (s *server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewBadRequest(err.Error()))
 		return
 	}
-	c, err := s.agent.logRun(pod, cname, r.URL.Query().Get("previous") == "true")
+	previous := r.URL.Query().Get("previous") == "true"
+	if isMirrorPod(pod) {
+		s.staticPodLogs(w, r, pod, cname, previous, opts)
+		return
+	}
+	c, err := s.agent.logRun(pod, cname, previous)
 	if err != nil {
 		writeStatus(w, err)
 		return
@@ -148,6 +153,35 @@ func (s *server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	fw.flush()
 	if err := s.agent.rt.readLog(r.Context(), c, opts, fw); err != nil {
 		slog.Debug("serve container log", "pod", ns+"/"+name, "container", cname, "err", err)
+	}
+}
+
+// staticPodLogs serves the log of a component that a mirror pod shows:
+// one container that has not restarted, logging as long as the node runs.
+func (s *server) staticPodLogs(w http.ResponseWriter, r *http.Request, pod *corev1.Pod, cname string, previous bool, opts logOptions) {
+	sp := s.agent.static.byName(pod.Namespace, pod.Name)
+	if sp == nil {
+		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, pod.Name))
+		return
+	}
+	if specContainer(sp.pod, cname) == nil {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", cname, pod.Name)))
+		return
+	}
+	if previous {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("previous terminated container %q in pod %q not found", cname, pod.Name)))
+		return
+	}
+	if started, _, _ := sp.state(); started.IsZero() {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("container %q in pod %q is waiting to start: ContainerCreating", cname, pod.Name)))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Transfer-Encoding", "chunked")
+	fw := &flushWriter{w: w}
+	fw.flush()
+	if err := readLogFile(r.Context(), sp.Log, opts, fw, func() bool { return false }); err != nil {
+		slog.Debug("serve static pod log", "pod", klogRef(pod), "container", cname, "err", err)
 	}
 }
 

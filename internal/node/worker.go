@@ -75,6 +75,10 @@ func (a *Agent) podChanged(obj any) {
 	if !ok || a.runCtx.Err() != nil {
 		return
 	}
+	if isMirrorPod(pod) {
+		a.static.poke()
+		return
+	}
 	w := a.worker(a.runCtx, pod.UID)
 	w.mu.Lock()
 	w.pod, w.gone = pod, false

@@ -21,6 +21,7 @@ import (
 // only to nodes that keep it.
 type healthServers struct {
 	listen func(network, address string) (net.Listener, error)
+	log    *slog.Logger
 
 	mu      sync.Mutex
 	servers map[int32]*healthServer
@@ -32,8 +33,8 @@ type healthServer struct {
 	srv   *http.Server
 }
 
-func newHealthServers(listen func(network, address string) (net.Listener, error)) *healthServers {
-	return &healthServers{listen: listen, servers: map[int32]*healthServer{}}
+func newHealthServers(listen func(network, address string) (net.Listener, error), log *slog.Logger) *healthServers {
+	return &healthServers{listen: listen, log: log, servers: map[int32]*healthServer{}}
 }
 
 // sync opens the ports of services that need one, closes the others and
@@ -61,7 +62,7 @@ func (h *healthServers) sync(services map[types.NamespacedName]*Service) {
 		if hs == nil {
 			ln, err := h.listen("tcp", fmt.Sprintf(":%d", port))
 			if err != nil {
-				slog.Error("open health check node port", "service", s.Name, "port", port, "err", err)
+				h.log.Error("open health check node port", "service", s.Name, "port", port, "err", err)
 				continue
 			}
 			hs = &healthServer{name: s.Name}
@@ -69,7 +70,7 @@ func (h *healthServers) sync(services map[types.NamespacedName]*Service) {
 			h.servers[port] = hs
 			go func() {
 				if err := hs.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					slog.Error("health check node port", "service", s.Name, "port", port, "err", err)
+					h.log.Error("health check node port", "service", s.Name, "port", port, "err", err)
 				}
 			}()
 		}

@@ -49,6 +49,11 @@ type Config struct {
 	// each sync (see Desired): what svcnet up waits on before it says the
 	// cluster is up.
 	Synced func(map[types.NamespacedName]*Service)
+	// Logger logs the proxy's records; default: slog's, with the node.
+	Logger *slog.Logger
+	// Health, if set, is kept up to date with the syncs, for the node's
+	// kube-proxy readiness.
+	Health *Health
 }
 
 // Run tracks Services and EndpointSlices and keeps the backend in line
@@ -60,6 +65,14 @@ func Run(ctx context.Context, c Config) error {
 	if c.SyncPeriod == 0 {
 		c.SyncPeriod = 30 * time.Second
 	}
+	if c.Logger == nil {
+		c.Logger = slog.Default().With("node", c.NodeName)
+	}
+	if c.Health == nil {
+		c.Health = &Health{}
+	}
+	c.Health.start(time.Now(), 2*c.SyncPeriod)
+	defer c.Health.stop()
 	tracker := NewTracker(c.NodeName)
 	kick := make(chan struct{}, 1)
 	wake := func() {
@@ -123,21 +136,22 @@ func Run(ctx context.Context, c Config) error {
 	if !cache.WaitForCacheSync(ctx.Done(), svcSynced, sliceSynced) {
 		return c.cleanup(nil) // stopped before the first sync
 	}
-	health := newHealthServers(c.Listen)
+	health := newHealthServers(c.Listen, c.Logger)
 	defer health.close()
 	r := &runner{kick: kick, limiter: rate.NewLimiter(rate.Every(c.MinSyncPeriod), 2), period: c.SyncPeriod,
 		urgent: tracker.Urgent, floor: urgentSyncFloor}
-	slog.Info("service proxy running", "node", c.NodeName)
+	c.Logger.Info("service proxy running")
 	r.loop(ctx, func(full bool) error {
 		start := time.Now()
 		u, triggers := tracker.Take(full)
 		st, err := c.Backend.Sync(ctx, u)
 		if err != nil {
 			c.Metrics.syncFailures.Inc()
-			slog.Error("sync proxy rules", "full", full, "err", err)
+			c.Logger.Error("sync proxy rules", "full", full, "err", err)
 			return err
 		}
 		c.Metrics.synced(start, full, triggers, st)
+		c.Health.synced(time.Now())
 		health.sync(u.Services)
 		if c.Synced != nil {
 			c.Synced(u.Services)

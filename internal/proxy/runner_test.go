@@ -136,3 +136,27 @@ func TestRunnerSyncsAtOnceWhenAServiceBecomesReachable(t *testing.T) {
 		kick <- struct{}{}
 	}
 }
+
+func TestHealth(t *testing.T) {
+	var h Health
+	t0 := time.Now()
+	if h.Check(t0) == nil || !h.Started().IsZero() {
+		t.Error("a proxy not started is healthy")
+	}
+	h.start(t0, time.Minute)
+	if err := h.Check(t0); err == nil {
+		t.Error("healthy before the first sync")
+	}
+	h.synced(t0.Add(time.Second))
+	if err := h.Check(t0.Add(time.Minute)); err != nil || !h.Started().Equal(t0) {
+		t.Errorf("after a sync: %v, started %v", err, h.Started())
+	}
+	if err := h.Check(t0.Add(2 * time.Minute)); err == nil {
+		t.Error("healthy with the last sync two minutes ago")
+	}
+	h.synced(t0.Add(2 * time.Minute))
+	h.stop()
+	if err := h.Check(t0.Add(2 * time.Minute)); err == nil {
+		t.Error("healthy after it stopped")
+	}
+}

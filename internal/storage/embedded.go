@@ -8,11 +8,15 @@ package storage
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"path/filepath"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/logutil"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // EmbeddedConfig configures the embedded etcd member.
@@ -24,12 +28,17 @@ type EmbeddedConfig struct {
 	ClientURL string
 	// PeerURL is the member's peer address (default http://127.0.0.1:2380).
 	PeerURL string
+	// Log, if set, gets etcd's own log at info level, as etcd writes it
+	// (JSON lines); otherwise etcd logs only what is fatal, to stderr.
+	Log io.Writer
 }
 
 // Embedded is a running embedded etcd member.
 type Embedded struct {
 	etcd      *embed.Etcd
 	ClientURL string
+	// Started is when the member started.
+	Started time.Time
 }
 
 // StartEmbedded starts a single-member etcd and waits until it serves.
@@ -56,9 +65,17 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	cfg.ListenPeerUrls = []url.URL{*purl}
 	cfg.AdvertisePeerUrls = []url.URL{*purl}
 	cfg.InitialCluster = cfg.Name + "=" + purl.String()
-	// etcd logs its own shutdown as errors; real failures reach Err().
-	cfg.LogLevel = "fatal"
-	cfg.LogOutputs = []string{"stderr"}
+	started := time.Now()
+	if c.Log != nil {
+		// etcd's format, its default level.
+		cfg.LogLevel = "info"
+		core := zapcore.NewCore(zapcore.NewJSONEncoder(logutil.DefaultZapLoggerConfig.EncoderConfig), zapcore.AddSync(c.Log), zap.InfoLevel)
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(core, zap.AddCaller(), zap.ErrorOutput(zapcore.AddSync(c.Log))))
+	} else {
+		// etcd logs its own shutdown as errors; real failures reach Err().
+		cfg.LogLevel = "fatal"
+		cfg.LogOutputs = []string{"stderr"}
+	}
 	// Watch progress notifications drive the API server's watch bookmarks.
 	cfg.WatchProgressNotifyInterval = 30 * time.Second
 
@@ -78,7 +95,7 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd in %s not ready after 60s", c.Dir)
 	}
-	return &Embedded{etcd: e, ClientURL: curl.String()}, nil
+	return &Embedded{etcd: e, ClientURL: curl.String(), Started: started}, nil
 }
 
 // Close stops the member; every acknowledged write is already on disk.

@@ -41,6 +41,8 @@ type Config struct {
 	PodCIDRs []netip.Prefix
 	// NodeIPs are the node's addresses.
 	NodeIPs []netip.Addr
+	// Logger logs for the backend (default: slog's).
+	Logger *slog.Logger
 }
 
 // Backend programs nftables. It is used from one goroutine (the sync
@@ -81,7 +83,11 @@ func New(c Config) (*Backend, error) {
 		return nil, err
 	}
 	if b.node.masqueradeAll {
-		slog.Warn("the kernel has no br_netfilter: bridged pod traffic does not pass conntrack, so every cluster IP connection is masqueraded")
+		log := c.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("the kernel has no br_netfilter: bridged pod traffic does not pass conntrack, so every cluster IP connection is masqueraded")
 	}
 	ct, err := newConntrack(c.NetNS)
 	if err != nil {

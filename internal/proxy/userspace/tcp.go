@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"time"
@@ -22,7 +21,7 @@ func (b *Backend) serveTCP(ctx context.Context, ln *net.TCPListener, bal *balanc
 		if err != nil {
 			// Out of file descriptors, as a rule: wait a little, as
 			// net/http's server does, rather than spin.
-			slog.Warn("userspace proxy: accept", "address", ln.Addr().String(), "err", err)
+			b.log.Warn("userspace proxy: accept", "address", ln.Addr().String(), "err", err)
 			select {
 			case <-ctx.Done():
 				return
@@ -66,7 +65,7 @@ func (b *Backend) connect(ctx context.Context, bal *balancer, client netip.Addr)
 	for i, ep := range eps[:min(len(eps), len(dialTimeouts))] {
 		c, err := b.dial(ctx, "tcp", ep, dialTimeouts[i])
 		if err != nil {
-			slog.Debug("userspace proxy: dial endpoint", "endpoint", ep.String(), "err", err)
+			b.log.Debug("userspace proxy: dial endpoint", "endpoint", ep.String(), "err", err)
 			continue
 		}
 		bal.chosen(client, ep)

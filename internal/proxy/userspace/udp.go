@@ -3,7 +3,6 @@ package userspace
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -47,7 +46,7 @@ func (f *udpFrontend) serve() {
 			return
 		}
 		if err != nil {
-			slog.Debug("userspace proxy: read UDP", "address", f.pc.LocalAddr().String(), "err", err)
+			f.b.log.Debug("userspace proxy: read UDP", "address", f.pc.LocalAddr().String(), "err", err)
 			continue
 		}
 		f.forward(client, buf[:n])
@@ -66,7 +65,7 @@ func (f *udpFrontend) forward(client netip.AddrPort, msg []byte) {
 		_, err := s.conn.Write(msg)
 		if !errors.Is(err, net.ErrClosed) {
 			if err != nil {
-				slog.Debug("userspace proxy: write UDP", "endpoint", s.endpoint.String(), "err", err)
+				f.b.log.Debug("userspace proxy: write UDP", "endpoint", s.endpoint.String(), "err", err)
 			}
 			return
 		}
@@ -93,7 +92,7 @@ func (f *udpFrontend) session(client netip.AddrPort) *udpSession {
 	for _, ep := range f.bal.candidates(client.Addr()) {
 		c, err := f.b.dial(f.ctx, "udp", ep, dialTimeouts[0])
 		if err != nil {
-			slog.Debug("userspace proxy: dial endpoint", "endpoint", ep.String(), "err", err)
+			f.b.log.Debug("userspace proxy: dial endpoint", "endpoint", ep.String(), "err", err)
 			continue
 		}
 		f.bal.chosen(client.Addr(), ep)
@@ -127,7 +126,7 @@ func (f *udpFrontend) relay(client netip.AddrPort, s *udpSession) {
 		}
 		_ = s.conn.SetReadDeadline(time.Now().Add(f.b.cfg.UDPIdleTimeout))
 		if _, err := f.pc.WriteToUDPAddrPort(buf[:n], client); err != nil {
-			slog.Debug("userspace proxy: write UDP", "client", client.String(), "err", err)
+			f.b.log.Debug("userspace proxy: write UDP", "client", client.String(), "err", err)
 		}
 	}
 }

@@ -53,6 +53,8 @@ type Config struct {
 	// UDPIdleTimeout ends a UDP session that saw no datagram for that
 	// long (default DefaultUDPIdleTimeout).
 	UDPIdleTimeout time.Duration
+	// Logger logs for the backend (default: slog's).
+	Logger *slog.Logger
 }
 
 // Backend is the userspace proxy. Sync and Cleanup are called from one
@@ -60,6 +62,7 @@ type Config struct {
 // goroutines of their own, all of which Cleanup stops.
 type Backend struct {
 	cfg Config
+	log *slog.Logger
 
 	// Owned by the sync goroutine.
 	ctx       context.Context
@@ -114,8 +117,12 @@ func New(c Config) *Backend {
 	if c.UDPIdleTimeout == 0 {
 		c.UDPIdleTimeout = DefaultUDPIdleTimeout
 	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
 	b := &Backend{
 		cfg:       c,
+		log:       c.Logger,
 		frontends: map[frontendKey]*frontend{},
 		balancers: map[target]*balancer{},
 		unbound:   map[frontendKey]target{},
@@ -145,7 +152,7 @@ func (b *Backend) Sync(_ context.Context, u proxy.Update) (proxy.Stats, error) {
 		for _, p := range svc.Ports {
 			if p.Protocol != corev1.ProtocolTCP && p.Protocol != corev1.ProtocolUDP {
 				if changed {
-					slog.Warn("the userspace proxy serves TCP and UDP only; port not proxied", "service", p.String(name), "protocol", p.Protocol)
+					b.log.Warn("the userspace proxy serves TCP and UDP only; port not proxied", "service", p.String(name), "protocol", p.Protocol)
 				}
 				continue
 			}
@@ -182,7 +189,7 @@ func (b *Backend) Sync(_ context.Context, u proxy.Update) (proxy.Stats, error) {
 		}
 		if err := b.open(k, t); err != nil {
 			if !failed || prev != t {
-				logUnbound(k, t, err)
+				b.logUnbound(k, t, err)
 			}
 			b.unbound[k] = t
 			continue
@@ -229,13 +236,13 @@ func (b *Backend) plan(w *want, st *proxy.Stats, name types.NamespacedName, p *p
 // logUnbound says why a socket could not be opened: for an address the
 // node does not have (a cluster IP, as a rule) that is the userspace
 // proxy's limit, not a fault.
-func logUnbound(k frontendKey, t target, err error) {
+func (b *Backend) logUnbound(k frontendKey, t target, err error) {
 	svc := fmt.Sprintf("%s:%s", t.service, t.port)
 	if errors.Is(err, syscall.EADDRNOTAVAIL) {
-		slog.Debug("userspace proxy: the node has no such address, so it is not served", "service", svc, "address", k.String())
+		b.log.Debug("userspace proxy: the node has no such address, so it is not served", "service", svc, "address", k.String())
 		return
 	}
-	slog.Warn("userspace proxy: cannot listen", "service", svc, "address", k.String(), "err", err)
+	b.log.Warn("userspace proxy: cannot listen", "service", svc, "address", k.String(), "err", err)
 }
 
 // open opens k's socket in the node's namespace and starts serving t.
