@@ -136,6 +136,9 @@ type command struct {
 	argv []string
 	// imageID is what the container status reports as the image's ID.
 	imageID string
+	// builtin is set for a built-in program, which says when it has
+	// started (containerSpec.WaitReady).
+	builtin bool
 }
 
 // resolve applies the image's entrypoint and CMD to the container's command
@@ -167,7 +170,7 @@ func (t ImageTable) resolve(self string, c *corev1.Container) (command, error) {
 			return hostCommand(argv, "host://"+imageName(c.Image))
 		}
 		full := append([]string{self, "node", "image", img.Builtin, "--ports=" + tcpPorts(c), "--"}, args...)
-		return command{path: self, argv: full, imageID: "svcnet://builtin/" + img.Builtin}, nil
+		return command{path: self, argv: full, imageID: "svcnet://builtin/" + img.Builtin, builtin: true}, nil
 	case img.Host != "":
 		if len(argv) == 0 {
 			return command{}, fmt.Errorf("image %q has no command to run", c.Image)

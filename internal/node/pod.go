@@ -216,6 +216,7 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox
 		Stdin:      spec.Stdin,
 		StdinOnce:  spec.StdinOnce,
 		TTY:        spec.TTY,
+		WaitReady:  cmd.builtin,
 	}
 	a.event(pod, spec.Name, corev1.EventTypeNormal, "Created", "Created container: "+spec.Name)
 	if err := a.rt.start(string(pod.UID), cs); err != nil {

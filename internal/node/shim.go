@@ -19,6 +19,8 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/node/builtin"
 )
 
 // The shim is the container's parent, what containerd's shim is to a
@@ -71,7 +73,14 @@ type containerSpec struct {
 	Stdin     bool `json:"stdin,omitempty"`
 	StdinOnce bool `json:"stdinOnce,omitempty"`
 	TTY       bool `json:"tty,omitempty"`
+	// WaitReady is set for a built-in program: the container counts as
+	// started once the program says it listens (builtin.ReadyFDEnv).
+	WaitReady bool `json:"waitReady,omitempty"`
 }
+
+// builtinStartTimeout bounds the wait for a built-in program to say it
+// listens; a program that says nothing by then counts as started anyway.
+const builtinStartTimeout = 10 * time.Second
 
 // bindFile is a file or directory mounted at Target in the container.
 type bindFile struct {
@@ -171,9 +180,28 @@ func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, erro
 		logs.close(0)
 		return nil, nil, err
 	}
-	if err := startInNamespace(cmd, spec.NetNS); err != nil {
+	var started *os.File
+	if spec.WaitReady {
+		r, w, err := os.Pipe()
+		if err != nil {
+			logs.close(0)
+			return nil, nil, fmt.Errorf("pipe for the program's start: %w", err)
+		}
+		defer r.Close()
+		started = r
+		cmd.ExtraFiles = []*os.File{w}
+		cmd.Env = append(cmd.Env, builtin.ReadyFDEnv+"=3") // the first extra file
+	}
+	err = startInNamespace(cmd, spec.NetNS)
+	if started != nil {
+		cmd.ExtraFiles[0].Close() // the program alone holds it now
+	}
+	if err != nil {
 		logs.close(0)
 		return nil, nil, err
+	}
+	if started != nil {
+		waitStarted(started, builtinStartTimeout)
 	}
 	logs.attach.started()
 	st := containerState{ShimPID: os.Getpid(), PID: cmd.Process.Pid, StartedAt: time.Now().UTC()}
@@ -183,6 +211,13 @@ func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, erro
 		return nil, nil, err
 	}
 	return cmd, logs, nil
+}
+
+// waitStarted waits until the program writes to r or closes it (it
+// started, or ended), or timeout passes.
+func waitStarted(r *os.File, timeout time.Duration) {
+	_ = r.SetReadDeadline(time.Now().Add(timeout))
+	_, _ = r.Read(make([]byte, 2))
 }
 
 // startInNamespace starts cmd from a thread inside the network namespace

@@ -27,6 +27,7 @@ func agnhost(ctx context.Context, args []string) error {
 	case "serve-hostname":
 		return serveHostname(ctx, args[1:])
 	case "pause":
+		ready()
 		<-ctx.Done()
 		return nil
 	}
@@ -288,10 +289,12 @@ func serveHostname(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("Serving on port %d.\n", *port)
 	if *useHTTP && !*useTCP {
+		// serve says it is ready once the HTTP port listens too.
 		return serve(ctx, []int{*port}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, name)
 		}))
 	}
+	ready()
 	<-ctx.Done()
 	return nil
 }

@@ -35,9 +35,29 @@ const (
 // PodHeader names the pod in every answer of the built-in web servers.
 const PodHeader = "X-Pod-Name"
 
+// ReadyFDEnv names the descriptor on which a built-in program says it has
+// started, as the shim that runs it asks: a real image's server listens
+// within milliseconds of its start, where svcnet's binary takes tens of
+// them (a hundred and more on a busy machine) to initialize, and a client
+// that waited for the pod to be Ready would otherwise be refused. The shim
+// reports the container started once the program has written to it (or
+// ended).
+const ReadyFDEnv = "SVCNET_READY_FD"
+
+// readyFile is the descriptor named by ReadyFDEnv, nil when the program
+// was started without one or has used it.
+var readyFile *os.File
+
 // Main runs the built-in program name with the container's ports and
 // arguments; it returns when the program ends (SIGTERM ends servers).
 func Main(name string, ports []int, args []string) error {
+	if fd, err := strconv.Atoi(os.Getenv(ReadyFDEnv)); err == nil {
+		// Not for the program's own children (agnhost's /shell).
+		syscall.CloseOnExec(fd)
+		readyFile = os.NewFile(uintptr(fd), "ready")
+		os.Unsetenv(ReadyFDEnv)
+	}
+	defer ready() // a program that ends has started, too
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	switch name {
@@ -48,12 +68,25 @@ func Main(name string, ports []int, args []string) error {
 	case HTTPEcho:
 		return httpEcho(ctx, args)
 	case CoreDNS:
+		// It says when it is ready through its probes, as CoreDNS does.
+		ready()
 		return coredns(ctx, args)
 	case Pause:
+		ready()
 		<-ctx.Done()
 		return nil
 	}
 	return fmt.Errorf("no built-in program %q", name)
+}
+
+// ready tells the shim the program has started: its servers listen.
+func ready() {
+	if readyFile == nil {
+		return
+	}
+	_, _ = readyFile.WriteString("ok")
+	_ = readyFile.Close()
+	readyFile = nil
 }
 
 // ParseArgs splits `--ports=P,Q -- ARGS` as the agent passes them.
@@ -96,6 +129,7 @@ func serve(ctx context.Context, ports []int, h http.Handler) error {
 		servers = append(servers, s)
 		go func() { errc <- s.Serve(ln) }()
 	}
+	ready()
 	var err error
 	select {
 	case <-ctx.Done():
