@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,9 +69,15 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 	if err != nil {
 		return nil // stopped before the node had a pod CIDR and addresses
 	}
+	var serviceCIDRs []netip.Prefix
+	for c := range strings.SplitSeq(o.ServiceClusterIPRange, ",") {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil {
+			serviceCIDRs = append(serviceCIDRs, p.Masked())
+		}
+	}
 	ns := netns.Path(o.NetNS)
 	log := slog.Default().With("node", nodeName)
-	backend, err := newProxyBackend(log, o.ProxyMode, ns, cidrs, nodeIPs)
+	backend, err := newProxyBackend(log, o.ProxyMode, ns, nftables.Config{NetNS: ns, PodCIDRs: cidrs, NodeIPs: nodeIPs, ServiceCIDRs: serviceCIDRs, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -114,11 +121,11 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 // userspace proxy, saying so, where the node cannot use nftables (no
 // CAP_NET_ADMIN, or a kernel without nf_tables), as kube-proxy once fell
 // back from iptables to userspace.
-func newProxyBackend(log *slog.Logger, mode, ns string, cidrs []netip.Prefix, nodeIPs []netip.Addr) (proxy.Backend, error) {
+func newProxyBackend(log *slog.Logger, mode, ns string, c nftables.Config) (proxy.Backend, error) {
 	if mode == ProxyModeNFTables {
 		err := nftablesUsable(ns)
 		if err == nil {
-			b, err := nftables.New(nftables.Config{NetNS: ns, PodCIDRs: cidrs, NodeIPs: nodeIPs, Logger: log})
+			b, err := nftables.New(c)
 			if err != nil {
 				return nil, fmt.Errorf("nftables proxy: %w", err)
 			}

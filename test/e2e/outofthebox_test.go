@@ -135,6 +135,21 @@ func TestOutOfTheBox(t *testing.T) {
 		})
 	}
 
+	// The Service range, as kube-proxy's cluster-ips-check: a port the
+	// Service lacks is refused at once; an address no Service holds is
+	// dropped on the node, and nothing of the range reaches the LAN.
+	run(t, "ip", "netns", "exec", m.lan, "nft", "add table ip count; add chain ip count in { type filter hook prerouting priority 0; }; add rule ip count in ip daddr 10.96.0.0/12 counter")
+	start := time.Now()
+	if out, err := exec.Command("ip", "netns", "exec", m.name, "curl", "-s", "-m", "3", "http://"+clusterIP+":81/").CombinedOutput(); err == nil || time.Since(start) > 2*time.Second {
+		t.Errorf("a port the Service lacks: %v after %s, want refused at once: %s", err, time.Since(start), out)
+	}
+	if out, err := exec.Command("ip", "netns", "exec", m.name, "curl", "-s", "-m", "1", "http://10.111.222.33/").CombinedOutput(); err == nil {
+		t.Errorf("an address no Service holds answered: %s", out)
+	}
+	if out := c.execOn(m.lan, "nft", "list", "table", "ip", "count"); !strings.Contains(out, "counter packets 0 bytes 0") {
+		t.Errorf("traffic to the Service range reached the LAN:\n%s", out)
+	}
+
 	// A server on the LAN, which has no route to the pods, says whom it
 	// sees.
 	var ln net.Listener

@@ -241,10 +241,15 @@ func (r *rule) numgenZero(mod int) *rule {
 		cmp(expr.CmpOpEq, reg1, binaryutil.NativeEndian.PutUint32(0)))
 }
 
-// saddrInSet matches the source address against a named set.
-func (r *rule) saddrInSet(f family, set string) *rule {
-	return r.add(fmt.Sprintf("%s saddr @%s", f.name, set),
-		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: f.saddrOff, Len: f.addrLen},
+// addrInSet matches the source (src) or destination address against a
+// named set.
+func (r *rule) addrInSet(f family, src bool, set string) *rule {
+	dir, off := "daddr", f.daddrOff
+	if src {
+		dir, off = "saddr", f.saddrOff
+	}
+	return r.add(fmt.Sprintf("%s %s @%s", f.name, dir, set),
+		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: f.addrLen},
 		&expr.Lookup{SourceRegister: reg1, SetName: set})
 }
 

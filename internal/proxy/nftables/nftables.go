@@ -41,6 +41,9 @@ type Config struct {
 	PodCIDRs []netip.Prefix
 	// NodeIPs are the node's addresses.
 	NodeIPs []netip.Addr
+	// ServiceCIDRs are the Service ranges: traffic to an address of theirs
+	// that no Service holds is dropped.
+	ServiceCIDRs []netip.Prefix
 	// Logger logs for the backend (default: slog's).
 	Logger *slog.Logger
 }
@@ -48,8 +51,9 @@ type Config struct {
 // Backend programs nftables. It is used from one goroutine (the sync
 // loop).
 type Backend struct {
-	netns string
-	node  node
+	netns        string
+	node         node
+	serviceCIDRs []netip.Prefix
 	state map[string]*familyState
 	ct    *conntrack
 }
@@ -65,7 +69,7 @@ type familyState struct {
 // from a pod on the same bridge are un-DNATed; where the kernel lacks
 // br_netfilter every cluster IP connection is masqueraded instead.
 func New(c Config) (*Backend, error) {
-	b := &Backend{netns: c.NetNS, node: node{podCIDRs: c.PodCIDRs, ips: c.NodeIPs}, state: map[string]*familyState{}}
+	b := &Backend{netns: c.NetNS, node: node{podCIDRs: c.PodCIDRs, ips: c.NodeIPs}, serviceCIDRs: c.ServiceCIDRs, state: map[string]*familyState{}}
 	err := netns.Do(c.NetNS, func() error {
 		for _, f := range []string{"bridge-nf-call-iptables", "bridge-nf-call-ip6tables"} {
 			p := filepath.Join("/proc/sys/net/bridge", f)
@@ -170,7 +174,7 @@ func (b *Backend) stats() proxy.Stats {
 	st := proxy.Stats{Objects: map[string]int{}, NoLocalEndpoints: map[string]int{}}
 	for _, f := range families {
 		fs := b.state[f.name]
-		sk := skeleton(f)
+		sk := skeleton(f, b.serviceCIDRs)
 		frs := append([]*fragment{sk}, slices.Collect(maps.Values(fs.services))...)
 		for _, fr := range frs {
 			st.Objects["chains"] += len(fr.chains)
@@ -203,7 +207,7 @@ func (b *Backend) render(f family, services map[types.NamespacedName]*proxy.Serv
 func (b *Backend) full(conn *nftables.Conn, f family, services map[types.NamespacedName]*proxy.Service) (*familyState, error) {
 	table := &nftables.Table{Name: TableName, Family: f.table}
 	st := b.render(f, services)
-	desired := append([]*fragment{skeleton(f)}, slices.Collect(maps.Values(st.services))...)
+	desired := append([]*fragment{skeleton(f, b.serviceCIDRs)}, slices.Collect(maps.Values(st.services))...)
 	wantChains, wantSets := map[string]bool{}, map[string]*set{}
 	p := &plan{}
 	for _, fr := range desired {
@@ -398,15 +402,19 @@ func nfSet(t *nftables.Table, f family, s *set) *nftables.Set {
 
 func (p *plan) apply(conn *nftables.Conn, t *nftables.Table, f family) error {
 	vmaps := map[string]*set{}
-	for _, s := range skeleton(f).sets {
+	for _, s := range skeleton(f, nil).sets {
 		vmaps[s.name] = s
 	}
 	var errs []error
 	elems := func(list []element, op func(*nftables.Set, []nftables.SetElement) error) {
 		bySet := map[string][]nftables.SetElement{}
 		for _, e := range list {
-			v := e.verdict
-			bySet[e.set] = append(bySet[e.set], nftables.SetElement{Key: e.key, VerdictData: &v})
+			el := nftables.SetElement{Key: e.key}
+			if vmaps[e.set].isMap {
+				v := e.verdict
+				el.VerdictData = &v
+			}
+			bySet[e.set] = append(bySet[e.set], el)
 		}
 		for name, list := range bySet {
 			// A message's element list is one netlink attribute, whose

@@ -28,6 +28,8 @@ const (
 	rejectChain        = "reject-chain"
 	firewallIPsMap     = "firewall-ips"
 	firewallCheck      = "firewall-check"
+	clusterIPsSet      = "cluster-ips"
+	clusterIPsCheck    = "cluster-ips-check"
 	markMasqChain      = "mark-for-masquerade"
 	masqueradingChain  = "masquerading"
 )
@@ -66,6 +68,9 @@ type element struct {
 func (e element) id() string { return e.set + " " + e.keyText }
 
 func (e element) String() string {
+	if e.set == clusterIPsSet { // a set, not a verdict map
+		return fmt.Sprintf("%s { %s }", e.set, e.keyText)
+	}
 	v := "goto " + e.verdict.Chain
 	switch e.verdict.Kind {
 	case expr.VerdictDrop:
@@ -119,8 +124,8 @@ func (n node) podCIDR(f family) (netip.Prefix, bool) {
 }
 
 // skeleton is the fixed part of the table: base chains, dispatch chains
-// and the maps that Services fill.
-func skeleton(f family) *fragment {
+// and the maps that Services fill; serviceCIDRs are the Service ranges.
+func skeleton(f family, serviceCIDRs []netip.Prefix) *fragment {
 	fr := &fragment{}
 	const dstnat, srcnat = -100, 100
 	filter := func(name string, h *nftables.ChainHook) *chain {
@@ -139,6 +144,25 @@ func skeleton(f family) *fragment {
 	out := filter("filter-output", nftables.ChainHookOutput)
 	out.rule().ctNew().jump(endpointsCheck)
 	out.rule().ctNew().jump(firewallCheck)
+	// After DNAT, as kube-proxy's cluster-ips-check: a new connection
+	// still addressed to a cluster IP is for a port its Service does not
+	// have, and is rejected; one to any other address of the Service
+	// ranges is for a cluster IP no Service holds (yet), and is dropped,
+	// so that conntrack does not keep it: its retransmissions meet the
+	// rules a new Service brings, instead of leaving un-NATed for minutes.
+	for _, c := range []*chain{
+		fr.chain("filter-forward", &baseChain{typ: nftables.ChainTypeFilter, hook: nftables.ChainHookForward, priority: 0}),
+		fr.chain("filter-output-post-dnat", &baseChain{typ: nftables.ChainTypeFilter, hook: nftables.ChainHookOutput, priority: 0}),
+	} {
+		c.rule().ctNew().jump(clusterIPsCheck)
+	}
+	cips := fr.chain(clusterIPsCheck, nil)
+	cips.rule().addrInSet(f, false, clusterIPsSet).goTo(rejectChain)
+	for _, r := range serviceCIDRs {
+		if f.has(r.Addr()) {
+			cips.rule().prefix(f, false, expr.CmpOpEq, r).verdict(expr.VerdictDrop, "")
+		}
+	}
 	nat("nat-prerouting", nftables.ChainHookPrerouting, dstnat).rule().jump(servicesChain)
 	nat("nat-output", nftables.ChainHookOutput, dstnat).rule().jump(servicesChain)
 	nat("nat-postrouting", nftables.ChainHookPostrouting, srcnat).rule().jump(masqueradingChain)
@@ -152,6 +176,7 @@ func skeleton(f family) *fragment {
 	addrKey := []nftables.SetDatatype{f.addrType, nftables.TypeInetProto, nftables.TypeInetService}
 	portKey := []nftables.SetDatatype{nftables.TypeInetProto, nftables.TypeInetService}
 	fr.sets = []*set{
+		{name: clusterIPsSet, key: []nftables.SetDatatype{f.addrType}},
 		{name: serviceIPsMap, key: addrKey, isMap: true},
 		{name: serviceNodePorts, key: portKey, isMap: true},
 		{name: noEndpointServices, key: addrKey, isMap: true},
@@ -240,6 +265,11 @@ type counts struct{ noLocalInternal, noLocalExternal int }
 // kube-proxy's nftables proxier.
 func renderService(f family, n node, svc *proxy.Service, c *counts) *fragment {
 	fr := &fragment{}
+	if len(svc.Ports) > 0 {
+		for _, a := range inFamily(f, svc.Ports[0].ClusterIPs) {
+			fr.elems = append(fr.elems, element{set: clusterIPsSet, key: elemKey(a.AsSlice()), keyText: a.String()})
+		}
+	}
 	for _, p := range svc.Ports {
 		renderPort(f, n, svc.Name, p, fr, c)
 	}
@@ -374,7 +404,7 @@ func renderPort(f family, n node, name types.NamespacedName, p *proxy.ServicePor
 		for i, e := range eps {
 			names[i] = endpointPrefix + endpointChainBase(name, p, e)
 			if p.AffinitySeconds > 0 {
-				c.rule().saddrInSet(f, affinityPrefix+endpointChainBase(name, p, e)).goTo(names[i])
+				c.rule().addrInSet(f, true, affinityPrefix+endpointChainBase(name, p, e)).goTo(names[i])
 			}
 		}
 		// Endpoint i of N is taken with probability 1/(N-i) when the

@@ -67,6 +67,7 @@ chain SVC
 	goto EP1
 set AFF1 timeout 1m0s
 set AFF0 timeout 1m0s
+element cluster-ips { 10.96.0.11 }
 element firewall-ips { 192.0.2.10 . tcp . 8080 : goto FW }
 element service-ips { 10.96.0.11 . tcp . 8080 : goto SVC }
 element service-ips { 192.0.2.10 . tcp . 8080 : goto EXT }
@@ -84,7 +85,8 @@ func TestRenderWithoutUsableEndpoints(t *testing.T) {
 	var c counts
 	// No endpoints at all: the cluster IP and the NodePort reject.
 	got := text(renderService(ipv4, testNode, testService("empty", corev1.ProtocolTCP, 30081, 2), &c))
-	want := `element no-endpoint-nodeports { tcp . 30081 : goto reject-chain }
+	want := `element cluster-ips { 10.96.0.12 }
+element no-endpoint-nodeports { tcp . 30081 : goto reject-chain }
 element no-endpoint-services { 10.96.0.12 . tcp . 8080 : goto reject-chain }
 `
 	if got != want {
@@ -186,5 +188,21 @@ func TestRenderFirewallAllowsTheNodeWhenARangeHoldsIt(t *testing.T) {
 	outside.ips = []netip.Addr{netip.MustParseAddr("198.51.100.1")}
 	if got, want := fw(outside), "ip saddr 172.31.0.0/16 return; drop"; got != want {
 		t.Errorf("a node outside the source ranges: firewall %q, want %q", got, want)
+	}
+}
+
+// After DNAT, a new connection still to a cluster IP (a port its Service
+// lacks) is rejected, and one to another address of the Service ranges
+// (of the family) dropped, from forwarded and from the node's own traffic.
+func TestSkeletonChecksClusterIPs(t *testing.T) {
+	got := text(skeleton(ipv4, []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:10:96::/112")}))
+	for _, want := range []string{
+		"chain cluster-ips-check\n\tip daddr @cluster-ips goto reject-chain\n\tip daddr 10.96.0.0/12 drop\nchain ",
+		"chain filter-forward\n\tct state new jump cluster-ips-check\n",
+		"chain filter-output-post-dnat\n\tct state new jump cluster-ips-check\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the skeleton lacks\n%s\nin:\n%s", want, got)
+		}
 	}
 }
