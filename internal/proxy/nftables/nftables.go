@@ -54,8 +54,8 @@ type Backend struct {
 	netns        string
 	node         node
 	serviceCIDRs []netip.Prefix
-	state map[string]*familyState
-	ct    *conntrack
+	state        map[string]*familyState
+	ct           *conntrack
 }
 
 // familyState is what the last successful sync left in one family's table.
