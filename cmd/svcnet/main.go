@@ -27,7 +27,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(upCommand(), apiserverCommand(), controllerManagerCommand(), nodeCommand())
+	root.AddCommand(upCommand(), apiserverCommand(), controllerManagerCommand(), nodeCommand(), dnsCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "svcnet:", err)
 		os.Exit(1)

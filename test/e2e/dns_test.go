@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -409,4 +412,61 @@ func reverse(t *testing.T, ip string) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// TestDNSAlone: `svcnet dns --conf` serves the cluster from a Corefile, as
+// the coredns pods do, and reads it again when it changes (reload).
+func TestDNSAlone(t *testing.T) {
+	c := startCluster(t)
+	port := freePort(t)
+	corefile := filepath.Join(t.TempDir(), "Corefile")
+	write := func(ttl int) {
+		t.Helper()
+		conf := fmt.Sprintf(`.:%d {
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       ttl %d
+       kubeconfig %s
+    }
+    reload
+}
+`, port, ttl, c.kubeconfig())
+		if err := os.WriteFile(corefile, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(30)
+	cmd := exec.Command(binary, "dns", "--conf", corefile)
+	var log logBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("svcnet dns: %v\n%s", err, log.String())
+		}
+	})
+	r := resolver{server: fmt.Sprintf("127.0.0.1:%d", port)}
+	ttlOf := func() uint32 {
+		resp, err := r.exchange(t, "udp", "kubernetes.default.svc.cluster.local.", dns.TypeA)
+		if err != nil || len(resp.Answer) != 1 || resp.Answer[0].(*dns.A).A.String() != "10.96.0.1" {
+			return 0
+		}
+		return resp.Answer[0].Header().Ttl
+	}
+	eventually(t, 10*time.Second, func() string {
+		if got := ttlOf(); got != 30 {
+			return fmt.Sprintf("kubernetes.default answers with TTL %d; log:\n%s", got, log.String())
+		}
+		return ""
+	})
+	write(7)
+	eventually(t, 15*time.Second, func() string {
+		if got := ttlOf(); got != 7 {
+			return fmt.Sprintf("after the Corefile changed, TTL %d; log:\n%s", got, log.String())
+		}
+		return ""
+	})
 }
