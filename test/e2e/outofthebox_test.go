@@ -172,6 +172,19 @@ func TestOutOfTheBox(t *testing.T) {
 		t.Errorf("a pod fetching the API's /version and a LAN server: %s\n%s", phase, logs)
 	}
 
+	// kube-system as kubeadm's shows it: the components' mirror pods, on
+	// the node named after the host, and the coredns pods, Running.
+	node := c.must("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}")
+	pods := c.must("get", "pods", "-n", "kube-system", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}")
+	for _, want := range []string{"etcd-", "kube-apiserver-", "kube-controller-manager-", "kube-scheduler-", "kube-proxy-"} {
+		if !strings.Contains(pods, want+node+"=Running ") {
+			t.Errorf("kube-system lacks %s%s Running: %s", want, node, pods)
+		}
+	}
+	if strings.Count(pods, "coredns-") != 2 || strings.Count(pods, "=Running ") != 7 {
+		t.Errorf("kube-system pods: %s, want five components and two coredns, Running", pods)
+	}
+
 	// Cluster DNS: kubeadm's two coredns pods behind kube-dns; one goes,
 	// another comes, and the cluster IP keeps answering meanwhile.
 	names := strings.Fields(c.must("get", "pods", "-n", "kube-system", "-l", "k8s-app=kube-dns", "-o", "jsonpath={.items[*].metadata.name}"))
