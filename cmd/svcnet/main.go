@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
 
 	"github.com/svcnet/svcnet/internal/cluster"
 	"github.com/svcnet/svcnet/internal/nodenet"
@@ -45,7 +44,7 @@ func apiServerFlags(cmd *cobra.Command) *cluster.APIServerOptions {
 	f.StringVar(&o.EtcdPeerURL, "etcd-peer-url", "http://127.0.0.1:2380", "peer URL of the embedded etcd")
 	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", cluster.DefaultServiceClusterIPRange, "CIDR (or two, comma-separated, one per IP family) Service cluster IPs are allocated from")
 	f.StringVar(&o.ServiceNodePortRange, "service-node-port-range", cluster.DefaultServiceNodePortRange, "port range NodePort Services are allocated from")
-	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "address listed in the kubernetes Service's endpoints (default: the bind address)")
+	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "address listed in the kubernetes Service's endpoints (default: the bind address; up: the control-plane node's IP, where it also serves)")
 	return o
 }
 
@@ -90,7 +89,6 @@ func upCommand() *cobra.Command {
 		if !f.Changed("cluster-dns") {
 			o.Node.ClusterDNS = ""
 		}
-		klog.SetSlogLogger(slog.Default())
 		o.Ready = func(kubeconfig, url string) {
 			fmt.Printf("svcnet is up: API server %s\n\n  export KUBECONFIG=%s\n  kubectl get nodes\n\n", url, kubeconfig)
 		}

@@ -19,7 +19,7 @@ func nodeFlags(f *pflag.FlagSet, o *cluster.NodeOptions, listen string) {
 	f.StringVar(&o.NodeName, "node-name", "", "the Node's name (default: the host name)")
 	f.StringVar(&o.NetNS, "netns", "", "run the node's network (bridge svcnet0, pod veths, routes) inside this named network namespace (/var/run/netns/NAME)")
 	f.StringVar(&o.NodeIP, "node-ip", "", "the node's InternalIP (default: the address of the interface of the node namespace's default route, else its first global address)")
-	f.StringVar(&o.ListenAddress, "kubelet-address", listen, "host:port of the node's HTTPS server (logs), in the process's network namespace")
+	f.StringVar(&o.ListenAddress, "kubelet-address", listen, "host:port of the node's HTTPS server (logs, exec, port-forward), in the process's network namespace (up --nodes N: its port, on each node's address in the node's namespace)")
 	f.StringVar(&o.ClusterDNS, "cluster-dns", "10.96.0.10", "the cluster DNS address in pods' resolv.conf")
 	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	f.StringVar(&o.ImageTable, "image-table", "", "YAML file mapping images to built-in programs, host executables or commands, over the defaults")

@@ -205,6 +205,7 @@ func deployment(c Config, labels map[string]string) *appsv1.Deployment {
 			ObjectMeta: metav1.ObjectMeta{Labels: labels},
 			Spec: corev1.PodSpec{
 				ServiceAccountName: DNSDeployment,
+				PriorityClassName:  "system-cluster-critical",
 				DNSPolicy:          corev1.DNSDefault,
 				NodeSelector:       map[string]string{corev1.LabelOSStable: "linux"},
 				Tolerations: []corev1.Toleration{

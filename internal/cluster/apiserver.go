@@ -54,12 +54,16 @@ type APIServerOptions struct {
 	ServiceClusterIPRange, ServiceNodePortRange string
 	// AdvertiseAddress is the address listed in the kubernetes Service's
 	// endpoints; empty means the bind address, or the host's default
-	// interface address when binding to all. Where the bind address does
-	// not cover it, the API server serves on it too (same port), in the
-	// network namespace pinned at AdvertiseNetNS (empty: its own), so that
-	// pods reach the API through the kubernetes Service.
+	// interface address when binding to all.
 	AdvertiseAddress string
-	AdvertiseNetNS   string
+	// ServeAdvertised makes the API server serve on the advertised address
+	// too (same port) where the bind address does not cover it, in the
+	// network namespace pinned at AdvertiseNetNS (empty: its own), so that
+	// pods reach the API through the kubernetes Service: svcnet up's for
+	// the control-plane node's IP. (kube-apiserver never binds it: there
+	// it may be a load balancer's.)
+	ServeAdvertised bool
+	AdvertiseNetNS  string
 	// EtcdLog, if set, gets the embedded etcd's own log (etcd's JSON
 	// lines, info level); otherwise it logs only what is fatal.
 	EtcdLog io.Writer
@@ -200,7 +204,11 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		a.stopStorage()
 		return nil, err
 	}
-	lns, err := listen(o.BindAddress, advertise, o.AdvertiseNetNS)
+	var also *netip.Addr
+	if o.ServeAdvertised {
+		also = &advertise
+	}
+	lns, err := listen(o.BindAddress, also, o.AdvertiseNetNS)
 	if err != nil {
 		a.stopStorage()
 		return nil, err
@@ -256,21 +264,21 @@ func (a *APIServer) EtcdHealthy(ctx context.Context) error {
 	return nil
 }
 
-// listen opens the bind address and, where that does not cover it, the
-// advertised address (with the bind port) in the namespace at
-// advertiseNetNS.
-func listen(bind string, advertise netip.Addr, advertiseNetNS string) ([]net.Listener, error) {
+// listen opens the bind address and, when also is set and the bind
+// address does not cover it, that address (with the bind port) in the
+// namespace at alsoNetNS.
+func listen(bind string, also *netip.Addr, alsoNetNS string) ([]net.Listener, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", bind, err)
 	}
 	host, port, _ := net.SplitHostPort(bind)
 	bindIP, _ := netip.ParseAddr(host)
-	if advertiseNetNS == "" && (bindIP == advertise || bindIP.IsUnspecified()) {
+	if also == nil || alsoNetNS == "" && (bindIP == *also || bindIP.IsUnspecified()) {
 		return []net.Listener{ln}, nil
 	}
-	addr := net.JoinHostPort(advertise.String(), port)
-	other, err := netns.ListenAt(advertiseNetNS)("tcp", addr)
+	addr := net.JoinHostPort(also.String(), port)
+	other, err := netns.ListenAt(alsoNetNS)("tcp", addr)
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("listen on the advertised address %s (is it an address of this node?): %w", addr, err)

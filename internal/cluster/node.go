@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,19 +90,13 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	}
 	var ip net.IP
 	if o.NodeIP != "" {
-		if ip = net.ParseIP(o.NodeIP); ip == nil {
-			return fmt.Errorf("--node-ip %q is not an IP address", o.NodeIP)
+		if ip, err = parseNodeIP(o.NodeIP); err != nil {
+			return err
 		}
 	}
-	var serviceRanges []*net.IPNet
-	if o.ServiceClusterIPRange != "" {
-		for _, c := range strings.Split(o.ServiceClusterIPRange, ",") {
-			_, r, err := net.ParseCIDR(strings.TrimSpace(c))
-			if err != nil {
-				return fmt.Errorf("--service-cluster-ip-range %q: %w", o.ServiceClusterIPRange, err)
-			}
-			serviceRanges = append(serviceRanges, r)
-		}
+	serviceRanges, err := parseServiceRanges(o.ServiceClusterIPRange)
+	if err != nil {
+		return err
 	}
 	dir := filepath.Join(o.DataDir, "node")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -118,7 +113,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	}
 	defer proxyLog.close()
 	wg.Go(func() {
-		if proxyErr = runProxy(ctx, o, cfg, name, proxyHealth); proxyErr != nil {
+		if proxyErr = runProxy(ctx, o, cfg, name, serviceRanges, proxyHealth); proxyErr != nil {
 			cancel()
 		}
 	})
@@ -142,6 +137,32 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	cancel()
 	wg.Wait()
 	return errors.Join(nodeErr, proxyErr)
+}
+
+// parseNodeIP reads --node-ip.
+func parseNodeIP(s string) (net.IP, error) {
+	ip := net.ParseIP(s)
+	if ip == nil {
+		return nil, fmt.Errorf("--node-ip %q is not an IP address", s)
+	}
+	return ip, nil
+}
+
+// parseServiceRanges reads --service-cluster-ip-range: one CIDR, or two
+// comma-separated (none when empty).
+func parseServiceRanges(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	if s == "" {
+		return nil, nil
+	}
+	for c := range strings.SplitSeq(s, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return nil, fmt.Errorf("--service-cluster-ip-range %q: %w", s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // RunNodeIPAM hands out pod CIDRs of clusterCIDR to nodes until ctx ends,

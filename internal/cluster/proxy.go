@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,7 +37,7 @@ const (
 // up to date. It starts once the Node has its pod CIDR, which tells the
 // node's pods from other sources, and its addresses. Its records carry
 // the node's name, which routes them to the node's kube-proxy log.
-func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName string, health *proxy.Health) error {
+func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName string, serviceCIDRs []netip.Prefix, health *proxy.Health) error {
 	if o.ProxyMode != ProxyModeNFTables && o.ProxyMode != ProxyModeUserspace {
 		return fmt.Errorf("--proxy-mode %q: svcnet has %q and %q", o.ProxyMode, ProxyModeNFTables, ProxyModeUserspace)
 	}
@@ -68,12 +67,6 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 	})
 	if err != nil {
 		return nil // stopped before the node had a pod CIDR and addresses
-	}
-	var serviceCIDRs []netip.Prefix
-	for c := range strings.SplitSeq(o.ServiceClusterIPRange, ",") {
-		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil {
-			serviceCIDRs = append(serviceCIDRs, p.Masked())
-		}
 	}
 	ns := netns.Path(o.NetNS)
 	log := slog.Default().With("node", nodeName)

@@ -50,10 +50,13 @@ func (p *nodeProxy) synced(s map[types.NamespacedName]*proxy.Service, clusterIPs
 	p.mu.Unlock()
 }
 
-// readyCheckPeriod spaces the checks; readyReportPeriod the log lines
-// that say what is still missing.
+// readyCheckPeriod spaces the checks (each lists every Service and
+// EndpointSlice) for the first readyFastFor, readySlowPeriod after that;
+// readyReportPeriod spaces the log lines that say what is still missing.
 const (
 	readyCheckPeriod  = 100 * time.Millisecond
+	readyFastFor      = 10 * time.Second
+	readySlowPeriod   = time.Second
 	readyReportPeriod = 10 * time.Second
 )
 
@@ -61,12 +64,16 @@ const (
 func (r *readiness) wait(ctx context.Context) error {
 	tick := time.NewTicker(readyCheckPeriod)
 	defer tick.Stop()
-	start, reported := time.Now(), time.Now()
+	start, reported, slow := time.Now(), time.Now(), false
 	for {
 		missing := r.missing(ctx)
 		if missing == "" {
 			slog.Info("cluster up", "after", time.Since(start).Round(time.Millisecond))
 			return nil
+		}
+		if !slow && time.Since(start) > readyFastFor {
+			tick.Reset(readySlowPeriod)
+			slow = true
 		}
 		if time.Since(reported) > readyReportPeriod {
 			slog.Info("waiting for the cluster to come up", "missing", missing, "for", time.Since(start).Round(time.Second))

@@ -58,9 +58,9 @@ type UpOptions struct {
 // one-node cluster).
 const controlPlaneLabel = "node-role.kubernetes.io/control-plane"
 
-// Up runs the cluster until ctx ends, then stops the nodes (and their pods),
-// the controllers and the API server in that order, and removes every
-// namespace, link and route it made.
+// Up runs the cluster until ctx ends, then stops the nodes (and their pods)
+// and the controllers, then the API server, and removes every namespace,
+// link and route it made.
 func Up(ctx context.Context, o UpOptions) error {
 	ranges, err := allocator.ParseConfig(o.APIServer.ServiceClusterIPRange, o.APIServer.ServiceNodePortRange)
 	if err != nil {
@@ -79,6 +79,12 @@ func Up(ctx context.Context, o UpOptions) error {
 		}
 		o.Node.ClusterDNS = ip.String()
 	}
+	// Nothing of a running cluster's may be touched before these are held.
+	unlock, err := lockFile(filepath.Join(o.APIServer.DataDir, "up.lock"), "the data dir "+o.APIServer.DataDir+" is in use by another svcnet")
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	cp, err := startControlPlaneLogs(&o)
 	if err != nil {
 		return err
@@ -89,6 +95,11 @@ func Up(ctx context.Context, o UpOptions) error {
 		return err
 	}
 	if plan.network != nil {
+		unlockNet, err := lockNodesNetwork()
+		if err != nil {
+			return err
+		}
+		defer unlockNet()
 		if err := plan.network.Create(); err != nil {
 			return errors.Join(fmt.Errorf("nodes' network: %w", err), plan.network.Remove())
 		}
@@ -285,7 +296,7 @@ func planNodes(o *UpOptions) (*nodePlan, error) {
 	for i := range names {
 		names[i] = fmt.Sprintf("%s-%d", base.NodeName, i+1)
 	}
-	network, err := nodenet.Plan(o.NodeNetwork, names)
+	network, err := nodenet.Plan(o.NodeNetwork, names, filepath.Join(o.APIServer.DataDir, "nodes"))
 	if err != nil {
 		return nil, err
 	}
@@ -313,11 +324,7 @@ func planNodes(o *UpOptions) (*nodePlan, error) {
 // in its namespace.
 func nodeIP(n NodeOptions) (net.IP, error) {
 	if n.NodeIP != "" {
-		ip := net.ParseIP(n.NodeIP)
-		if ip == nil {
-			return nil, fmt.Errorf("--node-ip %q is not an IP address", n.NodeIP)
-		}
-		return ip, nil
+		return parseNodeIP(n.NodeIP)
 	}
 	ns := netns.Path(n.NetNS)
 	if ns != "" {
@@ -338,8 +345,41 @@ func nodeIP(n NodeOptions) (net.IP, error) {
 // namespace, unless --advertise-address says otherwise.
 func advertise(o *UpOptions, ip, ns string) {
 	if o.APIServer.AdvertiseAddress == "" {
-		o.APIServer.AdvertiseAddress, o.APIServer.AdvertiseNetNS = ip, ns
+		o.APIServer.AdvertiseAddress, o.APIServer.AdvertiseNetNS, o.APIServer.ServeAdvertised = ip, ns, true
 	}
+}
+
+// lockFile holds an exclusive lock on path (made if missing) until the
+// returned function is called or the process ends; busy says why when
+// another process holds it.
+func lockFile(path, busy string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errors.New(busy)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// lockNodesNetwork holds the nodes' network of up's network namespace
+// (one bridge svcnet-nodes, one set of addresses): a lock file named
+// after the namespace.
+func lockNodesNetwork() (func(), error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
+		return nil, fmt.Errorf("identify the network namespace: %w", err)
+	}
+	return lockFile(fmt.Sprintf("/run/svcnet/nodes-net%d.lock", st.Ino),
+		"another svcnet up --nodes runs its nodes' network in this network namespace")
 }
 
 // nodeCapable says what the process lacks to run a node: network and mount

@@ -80,7 +80,7 @@ func noMasqueradeRanges(prefixes []netip.Prefix) []addrRange {
 	var rs []addrRange
 	for _, p := range prefixes {
 		p = p.Masked()
-		rs = append(rs, addrRange{p.Addr(), lastAddr(p)})
+		rs = append(rs, addrRange{p.Addr(), LastAddr(p)})
 	}
 	slices.SortFunc(rs, func(a, b addrRange) int { return a.first.Compare(b.first) })
 	var out []addrRange
@@ -99,8 +99,8 @@ func noMasqueradeRanges(prefixes []netip.Prefix) []addrRange {
 	return out
 }
 
-// lastAddr is the highest address of p.
-func lastAddr(p netip.Prefix) netip.Addr {
+// LastAddr is the highest address of p.
+func LastAddr(p netip.Prefix) netip.Addr {
 	b := p.Masked().Addr().AsSlice()
 	for i := p.Bits(); i < len(b)*8; i++ {
 		b[i/8] |= 0x80 >> (i % 8)

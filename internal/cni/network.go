@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,7 +23,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/netns"
 )
@@ -30,7 +30,8 @@ import (
 // BridgeName is the pod bridge of every node.
 const BridgeName = "svcnet0"
 
-// podInterface is the pod's end of its veth pair.
+// podInterface is the far end of a veth pair: a pod's, or a node's on the
+// nodes' network.
 const podInterface = "eth0"
 
 // Config places a node's pod network.
@@ -108,32 +109,8 @@ func (n *Network) Ensure(podCIDR string) error {
 	if err := setLinkUp(n.nl, "lo"); err != nil {
 		return err
 	}
-	br, err := n.nl.LinkByName(BridgeName)
-	if err != nil {
-		if !errors.As(err, new(netlink.LinkNotFoundError)) {
-			return fmt.Errorf("look up %s: %w", BridgeName, err)
-		}
-		la := netlink.NewLinkAttrs()
-		la.Name = BridgeName
-		if err := n.nl.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("create bridge %s: %w", BridgeName, err)
-		}
-		if br, err = n.nl.LinkByName(BridgeName); err != nil {
-			return fmt.Errorf("look up %s: %w", BridgeName, err)
-		}
-	}
-	// A bridge whose address was never set takes the lowest of its ports'
-	// addresses, so it would change as pods come and go and leave the
-	// pods' neighbor entries for the gateway pointing nowhere: pin it.
-	if err := n.nl.LinkSetHardwareAddr(br, br.Attrs().HardwareAddr); err != nil {
-		return fmt.Errorf("pin the hardware address of %s: %w", BridgeName, err)
-	}
-	addr := &netlink.Addr{IPNet: &net.IPNet{IP: gw, Mask: cidr.Mask}}
-	if err := n.nl.AddrReplace(br, addr); err != nil {
-		return fmt.Errorf("address %s on %s: %w", addr, BridgeName, err)
-	}
-	if err := n.nl.LinkSetUp(br); err != nil {
-		return fmt.Errorf("set %s up: %w", BridgeName, err)
+	if err := EnsureBridge(n.nl, BridgeName, &net.IPNet{IP: gw, Mask: cidr.Mask}); err != nil {
+		return err
 	}
 	if err := netns.DoIn(n.node, func() error {
 		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
@@ -180,78 +157,13 @@ func (n *Network) Setup(id string) (*Sandbox, error) {
 		return nil, fmt.Errorf("open pod namespace %s: %w", sb.NetNS, err)
 	}
 	defer podNS.Close()
-	pod, err := netlink.NewHandleAt(podNS)
+	// A pod reaching its own Service through the bridge needs hairpin.
+	err = Attach(n.nl, podNS, Port{Bridge: BridgeName, HostEnd: hostVeth(id), Hairpin: true,
+		Addr: &net.IPNet{IP: ip, Mask: a.cidr.Mask}, Gateway: a.gw})
 	if err != nil {
-		return nil, fmt.Errorf("netlink in pod namespace %s: %w", sb.NetNS, err)
-	}
-	defer pod.Close()
-	if err := n.plumb(id, podNS, pod); err != nil {
-		return nil, err
-	}
-	if err := configurePod(pod, sb, a.cidr.Mask); err != nil {
 		return nil, err
 	}
 	return sb, nil
-}
-
-// plumb makes the veth pair, the node end on the bridge, the pod end eth0.
-func (n *Network) plumb(id string, podNS vnetns.NsHandle, pod *netlink.Handle) error {
-	name := hostVeth(id)
-	_, hostErr := n.nl.LinkByName(name)
-	_, podErr := pod.LinkByName(podInterface)
-	if hostErr == nil && podErr == nil {
-		return nil
-	}
-	if hostErr == nil {
-		// A half-made pair from a crash: start over.
-		if err := n.nl.LinkDel(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
-			return fmt.Errorf("delete stale %s: %w", name, err)
-		}
-	}
-	br, err := n.nl.LinkByName(BridgeName)
-	if err != nil {
-		return fmt.Errorf("look up %s: %w", BridgeName, err)
-	}
-	la := netlink.NewLinkAttrs()
-	la.Name = name
-	la.MasterIndex = br.Attrs().Index
-	veth := &netlink.Veth{LinkAttrs: la, PeerName: podInterface, PeerNamespace: netlink.NsFd(podNS)}
-	if err := n.nl.LinkAdd(veth); err != nil {
-		return fmt.Errorf("create veth %s: %w", name, err)
-	}
-	host, err := n.nl.LinkByName(name)
-	if err != nil {
-		return fmt.Errorf("look up %s: %w", name, err)
-	}
-	if err := n.nl.LinkSetHairpin(host, true); err != nil {
-		return fmt.Errorf("hairpin on %s: %w", name, err)
-	}
-	if err := n.nl.LinkSetUp(host); err != nil {
-		return fmt.Errorf("set %s up: %w", name, err)
-	}
-	return nil
-}
-
-// configurePod brings up lo and eth0 with the pod's address and route.
-func configurePod(pod *netlink.Handle, sb *Sandbox, mask net.IPMask) error {
-	if err := setLinkUp(pod, "lo"); err != nil {
-		return err
-	}
-	eth, err := pod.LinkByName(podInterface)
-	if err != nil {
-		return fmt.Errorf("look up pod %s: %w", podInterface, err)
-	}
-	if err := pod.AddrReplace(eth, &netlink.Addr{IPNet: &net.IPNet{IP: sb.IP, Mask: mask}}); err != nil {
-		return fmt.Errorf("address %s on pod %s: %w", sb.IP, podInterface, err)
-	}
-	if err := pod.LinkSetUp(eth); err != nil {
-		return fmt.Errorf("set pod %s up: %w", podInterface, err)
-	}
-	route := &netlink.Route{LinkIndex: eth.Attrs().Index, Gw: sb.Gateway, Dst: &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}}
-	if err := pod.RouteReplace(route); err != nil {
-		return fmt.Errorf("default route via %s in pod: %w", sb.Gateway, err)
-	}
-	return nil
 }
 
 func setLinkUp(h *netlink.Handle, name string) error {
@@ -376,20 +288,21 @@ func (n *Network) Remove() error {
 // packets on to an endpoint, and nothing is ever sent to a cluster IP on
 // the wire. A range that already has a route (a default route, say) is
 // left alone, and the bridge takes the route with it when it goes.
-func (n *Network) RouteServiceRanges(ranges []*net.IPNet) error {
+func (n *Network) RouteServiceRanges(ranges []netip.Prefix) error {
 	br, err := n.nl.LinkByName(BridgeName)
 	if err != nil {
 		return fmt.Errorf("look up %s: %w", BridgeName, err)
 	}
 	var errs []error
 	for _, r := range ranges {
-		if r.IP.To4() == nil {
+		if !r.Addr().Is4() {
 			continue
 		}
-		if _, err := n.nl.RouteGet(r.IP); err == nil {
+		if _, err := n.nl.RouteGet(r.Addr().AsSlice()); err == nil {
 			continue
 		}
-		route := &netlink.Route{LinkIndex: br.Attrs().Index, Dst: r, Scope: netlink.SCOPE_LINK, Protocol: serviceRouteProtocol}
+		dst := &net.IPNet{IP: r.Masked().Addr().AsSlice(), Mask: net.CIDRMask(r.Bits(), 32)}
+		route := &netlink.Route{LinkIndex: br.Attrs().Index, Dst: dst, Scope: netlink.SCOPE_LINK, Protocol: serviceRouteProtocol}
 		if err := n.nl.RouteReplace(route); err != nil {
 			errs = append(errs, fmt.Errorf("route %s to %s: %w", r, BridgeName, err))
 		}

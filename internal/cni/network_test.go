@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,7 +226,8 @@ func TestRouteServiceRanges(t *testing.T) {
 		t.Fatal("the bare namespace already routes 10.96.0.1; the test needs it unrouted")
 	}
 	for range 2 { // idempotent
-		if err := n.RouteServiceRanges([]*net.IPNet{services, routed, v6}); err != nil {
+		if err := n.RouteServiceRanges([]netip.Prefix{netip.MustParsePrefix(services.String()),
+			netip.MustParsePrefix(routed.String()), netip.MustParsePrefix(v6.String())}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,11 +105,29 @@ func runCorefile(ctx context.Context, c *corefile.Config) error {
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
 	}
+	nameServers := kubeDNSAddresses(ctx, client)
 	return Run(ctx, Config{
-		Client: client, Zone: c.Zones[0], TTL: c.TTL, NameServers: kubeDNSAddresses(ctx, client),
-		Address: net.JoinHostPort("", fmt.Sprint(c.Port)), Upstreams: c.Forward, CacheTTL: c.CacheTTL,
+		Client: client, Zone: c.Zones[0], TTL: c.TTL, NameServers: nameServers,
+		Address: net.JoinHostPort("", fmt.Sprint(c.Port)), Upstreams: withoutLoops(c.Forward, nameServers), CacheTTL: c.CacheTTL,
 		Health: c.Health, Ready: c.Ready, Metrics: c.Prometheus, Lameduck: c.Lameduck,
 	})
+}
+
+// withoutLoops drops the upstreams that are the cluster DNS itself (a
+// node whose resolv.conf names it, given to the pods as their
+// dnsPolicy Default's), which CoreDNS's loop plugin would find by its
+// queries going round: forwarding there would never end.
+func withoutLoops(upstreams []string, self []netip.Addr) []string {
+	var out []string
+	for _, u := range upstreams {
+		host, _, err := net.SplitHostPort(u)
+		if a, perr := netip.ParseAddr(host); err == nil && perr == nil && slices.Contains(self, a.Unmap()) {
+			slog.Error("forward upstream is this cluster DNS: it would loop; not forwarding there", "upstream", u)
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // restConfig is how the kubernetes plugin reaches the API: its kubeconfig,

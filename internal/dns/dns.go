@@ -57,11 +57,6 @@ type Config struct {
 	// answering that long after ctx ends, while queries are still served.
 	Health, Ready, Metrics string
 	Lameduck               time.Duration
-	// Listen, ListenPacket and Dial open the sockets (default: the
-	// process's namespace).
-	Listen       func(network, address string) (net.Listener, error)
-	ListenPacket func(network, address string) (net.PacketConn, error)
-	Dial         func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // Run serves cluster DNS until ctx ends.
@@ -69,15 +64,9 @@ func Run(ctx context.Context, c Config) error {
 	if c.TTL == 0 {
 		c.TTL = 5
 	}
-	if c.Listen == nil {
-		c.Listen = net.Listen
-	}
-	if c.ListenPacket == nil {
-		c.ListenPacket = net.ListenPacket
-	}
 	ix := records.New(records.Config{Zone: c.Zone, TTL: c.TTL, NameServers: c.NameServers})
 	reg := prometheus.NewRegistry()
-	fwd, err := forward.New(forward.Config{Upstreams: c.Upstreams, Dial: c.Dial, Registerer: reg, MaxTTL: c.CacheTTL})
+	fwd, err := forward.New(forward.Config{Upstreams: c.Upstreams, Registerer: reg, MaxTTL: c.CacheTTL})
 	if err != nil {
 		return err
 	}
@@ -92,12 +81,12 @@ func Run(ctx context.Context, c Config) error {
 			_ = f()
 		}
 	}
-	pc, err := c.ListenPacket("udp", c.Address)
+	pc, err := net.ListenPacket("udp", c.Address)
 	if err != nil {
 		return fmt.Errorf("listen for DNS on udp %s: %w", c.Address, err)
 	}
 	closers = append(closers, pc.Close)
-	ln, err := c.Listen("tcp", c.Address)
+	ln, err := net.Listen("tcp", c.Address)
 	if err != nil {
 		closeAll()
 		return fmt.Errorf("listen for DNS on tcp %s: %w", c.Address, err)
@@ -117,7 +106,7 @@ func Run(ctx context.Context, c Config) error {
 		if s.addr == "" {
 			continue
 		}
-		l, err := c.Listen("tcp", s.addr)
+		l, err := net.Listen("tcp", s.addr)
 		if err != nil {
 			closeAll()
 			return fmt.Errorf("listen for %s on %s: %w", s.path, s.addr, err)

@@ -155,3 +155,12 @@ func waitFor(t *testing.T, timeout time.Duration, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// An upstream that is the cluster DNS itself is dropped, not looped to.
+func TestWithoutLoops(t *testing.T) {
+	got := withoutLoops([]string{"10.96.0.10:53", "192.0.2.53:53", "[fd00::a]:53"},
+		[]netip.Addr{netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00::a")})
+	if len(got) != 1 || got[0] != "192.0.2.53:53" {
+		t.Errorf("upstreams %v, want only 192.0.2.53:53", got)
+	}
+}

@@ -2,20 +2,10 @@ package logs
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 )
-
-// MaxFileSize is where a File rotates, the kubelet's containerLogMaxSize
-// (10Mi), as the node rotates container logs.
-const MaxFileSize = 10 << 20
-
-// lineMax splits longer lines into partial (P) records, as CRI does.
-const lineMax = 16 * 1024
 
 // File is a component's log in the CRI format that the node agent serves
 // container logs from: a record "<RFC3339Nano time> stderr F <line>" per
@@ -24,38 +14,30 @@ const lineMax = 16 * 1024
 // reader follows it across the move.
 type File struct {
 	mu      sync.Mutex
-	path    string
-	max     int64
-	f       *os.File
-	size    int64
+	w       *CRIWriter
 	pending []byte
+	closed  bool
 }
 
 // Create starts a component's log at path, a new container's: what an
 // earlier run left there (and in path.1) is removed.
 func Create(path string, max int64) (*File, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create log dir: %w", err)
-	}
-	if err := os.Remove(path + ".1"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove old log: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND, 0o640)
+	w, err := OpenCRI(path, max, true)
 	if err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
+		return nil, err
 	}
-	return &File{path: path, max: max, f: f}, nil
+	return &File{w: w}, nil
 }
 
 // Path is the file's name.
-func (f *File) Path() string { return f.path }
+func (f *File) Path() string { return f.w.Path() }
 
 // Write logs each complete line of p as one record (longer lines as
 // partial ones); an unterminated end waits for the rest of its line.
 func (f *File) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.f == nil {
+	if f.closed {
 		return 0, os.ErrClosed
 	}
 	data := p
@@ -67,19 +49,19 @@ func (f *File) Write(p []byte) (int, error) {
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
-			if len(data) < lineMax {
+			if len(data) < LineMax {
 				f.pending = append([]byte(nil), data...)
 				break
 			}
-			i = lineMax
+			i = LineMax
 			f.record(now, "P", data[:i])
 			data = data[i:]
 			continue
 		}
 		line := data[:i]
-		for len(line) > lineMax {
-			f.record(now, "P", line[:lineMax])
-			line = line[lineMax:]
+		for len(line) > LineMax {
+			f.record(now, "P", line[:LineMax])
+			line = line[LineMax:]
 		}
 		f.record(now, "F", line)
 		data = data[i+1:]
@@ -88,31 +70,7 @@ func (f *File) Write(p []byte) (int, error) {
 }
 
 func (f *File) record(now time.Time, tag string, line []byte) {
-	rec := make([]byte, 0, len(line)+48)
-	rec = now.UTC().AppendFormat(rec, time.RFC3339Nano)
-	rec = append(rec, " stderr "...)
-	rec = append(rec, tag...)
-	rec = append(rec, ' ')
-	rec = append(rec, line...)
-	rec = append(rec, '\n')
-	if f.max > 0 && f.size > 0 && f.size+int64(len(rec)) > f.max {
-		f.rotate()
-	}
-	n, _ := f.f.Write(rec)
-	f.size += int64(n)
-}
-
-// rotate keeps one older file, path.1.
-func (f *File) rotate() {
-	if err := os.Rename(f.path, f.path+".1"); err != nil {
-		return
-	}
-	nf, err := os.OpenFile(f.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
-	if err != nil {
-		return
-	}
-	f.f.Close()
-	f.f, f.size = nf, 0
+	f.w.Record(now, "stderr", tag, line)
 }
 
 // Close writes an unterminated last line and closes the file; later
@@ -120,14 +78,13 @@ func (f *File) rotate() {
 func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.f == nil {
+	if f.closed {
 		return nil
 	}
 	if len(f.pending) > 0 {
 		f.record(time.Now(), "F", f.pending)
 		f.pending = nil
 	}
-	err := f.f.Close()
-	f.f = nil
-	return err
+	f.closed = true
+	return f.w.Close()
 }

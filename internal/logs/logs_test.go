@@ -232,7 +232,7 @@ func TestFileRotatesAndSplitsLongLines(t *testing.T) {
 	if f, err = Create(path, 0); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = f.Write([]byte(strings.Repeat("y", lineMax+10) + "\nlast"))
+	_, _ = f.Write([]byte(strings.Repeat("y", LineMax+10) + "\nlast"))
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 // Package logs gives each of svcnet's components a log of its own beside
 // the process's stderr. `svcnet up` runs the API server, etcd, the
 // controller manager, the scheduler and every node's Service proxy in one
-// process, all logging through log/slog's default logger; upstream runs them
+// process, all logging through log/slog's default logger (etcd through its
+// own zap logger, which the cluster points at etcd's File); upstream runs them
 // as static pods, and `kubectl logs -n kube-system kube-apiserver-<node>`
 // shows that one component's log. Router is that default logger's handler:
 // every record still goes to stderr, as before, and a record of a

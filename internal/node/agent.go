@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -58,7 +59,7 @@ type Config struct {
 	// ServiceRanges are the cluster IP ranges. Pod traffic to them is not
 	// masqueraded. In a node namespace that has no route for them they get
 	// one onto the pod bridge, so that the node itself reaches cluster IPs.
-	ServiceRanges []*net.IPNet
+	ServiceRanges []netip.Prefix
 	// NodeIP is the InternalIP; nil picks one as cni.NodeIP does.
 	NodeIP net.IP
 	// ListenAddress is host:port of the HTTPS server that serves logs to

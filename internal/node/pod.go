@@ -11,12 +11,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svcnet/svcnet/internal/logs"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // maxLogSize rotates a container's log, as the kubelet's
 // containerLogMaxSize (10Mi) does.
-const maxLogSize = 10 << 20
+const maxLogSize = logs.MaxFileSize
 
 // sandbox is a pod's network and its generated files.
 type sandbox struct {

@@ -68,7 +68,7 @@ func (r *routeSync) sync() error {
 		return err
 	}
 	routes, podCIDRs := nodeNetworks(r.agent.cfg.NodeName, nodes)
-	noMasquerade := append(podCIDRs, prefixesOf(r.agent.cfg.ServiceRanges)...)
+	noMasquerade := append(podCIDRs, r.agent.cfg.ServiceRanges...)
 	return errors.Join(r.agent.net.SyncRoutes(routes), r.agent.net.SyncMasquerade(noMasquerade))
 }
 
@@ -99,22 +99,4 @@ func nodeNetworks(self string, nodes []*corev1.Node) (map[string]net.IP, []netip
 		}
 	}
 	return routes, podCIDRs
-}
-
-// prefixesOf converts CIDRs to prefixes, IPv4 ones (also in 16 bytes)
-// to IPv4 prefixes.
-func prefixesOf(nets []*net.IPNet) []netip.Prefix {
-	var ps []netip.Prefix
-	for _, n := range nets {
-		a, ok := netip.AddrFromSlice(n.IP)
-		if !ok {
-			continue
-		}
-		ones, bits := n.Mask.Size()
-		if a.Is4In6() && bits == 128 {
-			ones -= 96
-		}
-		ps = append(ps, netip.PrefixFrom(a.Unmap(), ones).Masked())
-	}
-	return ps
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"net"
-	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -43,16 +42,5 @@ func TestNodeNetworks(t *testing.T) {
 	want := []string{"10.244.0.0/24", "10.244.1.0/24", "fd00:10:244:1::/64", "10.244.2.0/24", "10.244.4.0/24"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("pod CIDRs (-want +got):\n%s", diff)
-	}
-}
-
-func TestPrefixesOf(t *testing.T) {
-	_, v4, _ := net.ParseCIDR("10.96.0.0/12")
-	_, v6, _ := net.ParseCIDR("fd00:10:96::/112")
-	in16 := &net.IPNet{IP: net.ParseIP("10.100.0.0"), Mask: net.CIDRMask(112, 128)} // 10.100.0.0/16 in 16 bytes
-	got := prefixesOf([]*net.IPNet{v4, v6, in16})
-	want := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:10:96::/112"), netip.MustParsePrefix("10.100.0.0/16")}
-	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
-		t.Errorf("prefixes (-want +got):\n%s", diff)
 	}
 }

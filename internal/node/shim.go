@@ -20,6 +20,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/logs"
 	"github.com/svcnet/svcnet/internal/node/builtin"
 )
 
@@ -124,7 +125,7 @@ func RunShim(dir string) error {
 		fmt.Fprintf(ready, "read spec: %v", err)
 		return err
 	}
-	cmd, logs, err := startContainer(dir, spec)
+	cmd, lw, err := startContainer(dir, spec)
 	if err != nil {
 		fmt.Fprint(ready, err.Error())
 		ready.Close()
@@ -142,7 +143,7 @@ func RunShim(dir string) error {
 	// Like the end of a container's PID namespace: what the process left
 	// behind goes with it.
 	_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
-	logs.close(2 * time.Second)
+	lw.close(2 * time.Second)
 	return writeJSON(filepath.Join(dir, exitFile), exitOf(cmd.ProcessState, waitErr))
 }
 
@@ -157,7 +158,7 @@ func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, erro
 	if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
 		return nil, nil, fmt.Errorf("set hostname: %w", err)
 	}
-	logs, err := openLogWriter(spec.Log, spec.MaxLogSize)
+	lw, err := openLogWriter(spec.Log, spec.MaxLogSize)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -168,23 +169,23 @@ func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, erro
 		Dir:         spec.Dir,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	stdout, err := logs.stream("stdout")
+	stdout, err := lw.stream("stdout")
 	if err != nil {
 		return nil, nil, err
 	}
-	stderr, err := logs.stream("stderr")
+	stderr, err := lw.stream("stderr")
 	if err != nil {
 		return nil, nil, err
 	}
-	if logs.attach, err = newAttachHub(dir, spec, cmd, stdout, stderr); err != nil {
-		logs.close(0)
+	if lw.attach, err = newAttachHub(dir, spec, cmd, stdout, stderr); err != nil {
+		lw.close(0)
 		return nil, nil, err
 	}
 	var started *os.File
 	if spec.WaitReady {
 		r, w, err := os.Pipe()
 		if err != nil {
-			logs.close(0)
+			lw.close(0)
 			return nil, nil, fmt.Errorf("pipe for the program's start: %w", err)
 		}
 		defer r.Close()
@@ -197,20 +198,20 @@ func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, erro
 		cmd.ExtraFiles[0].Close() // the program alone holds it now
 	}
 	if err != nil {
-		logs.close(0)
+		lw.close(0)
 		return nil, nil, err
 	}
 	if started != nil {
 		waitStarted(started, builtinStartTimeout)
 	}
-	logs.attach.started()
+	lw.attach.started()
 	st := containerState{ShimPID: os.Getpid(), PID: cmd.Process.Pid, StartedAt: time.Now().UTC()}
 	st.ShimStart, _ = processStart(st.ShimPID)
 	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
 		_ = cmd.Process.Kill()
 		return nil, nil, err
 	}
-	return cmd, logs, nil
+	return cmd, lw, nil
 }
 
 // waitStarted waits until the program writes to r or closes it (it
@@ -289,34 +290,19 @@ func processStart(pid int) (uint64, error) {
 // logWriter writes a container's streams to its log in the CRI format,
 // "<RFC3339Nano time> <stream> <F|P> <line>", rotating it at a size.
 type logWriter struct {
-	mu      sync.Mutex
-	path    string
-	max     int64
-	f       *os.File
-	size    int64
+	cri     *logs.CRIWriter
 	readers sync.WaitGroup
 	pipes   []*os.File
 	// attach tees the container's output to attached clients.
 	attach *attachHub
 }
 
-// logLineMax splits longer lines into partial (P) records, as CRI does.
-const logLineMax = 16 * 1024
-
 func openLogWriter(path string, max int64) (*logWriter, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create log dir: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	w, err := logs.OpenCRI(path, max, false)
 	if err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
+		return nil, err
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("stat log: %w", err)
-	}
-	return &logWriter{path: path, max: max, f: f, size: fi.Size()}, nil
+	return &logWriter{cri: w}, nil
 }
 
 // stream returns the write end of a pipe whose lines are logged as name.
@@ -327,7 +313,7 @@ func (w *logWriter) stream(name string) (*os.File, error) {
 	}
 	w.pipes = append(w.pipes, r)
 	w.readers.Go(func() {
-		br := bufio.NewReaderSize(r, logLineMax)
+		br := bufio.NewReaderSize(r, logs.LineMax)
 		for {
 			line, err := br.ReadSlice('\n')
 			if len(line) > 0 {
@@ -335,7 +321,7 @@ func (w *logWriter) stream(name string) (*os.File, error) {
 				if line[len(line)-1] == '\n' {
 					tag, line = "F", line[:len(line)-1]
 				}
-				w.write(name, tag, line)
+				w.cri.Record(time.Now(), name, tag, line)
 			}
 			if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 				return
@@ -343,38 +329,6 @@ func (w *logWriter) stream(name string) (*os.File, error) {
 		}
 	})
 	return wr, nil
-}
-
-func (w *logWriter) write(stream, tag string, line []byte) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	rec := make([]byte, 0, len(line)+48)
-	rec = time.Now().UTC().AppendFormat(rec, time.RFC3339Nano)
-	rec = append(rec, ' ')
-	rec = append(rec, stream...)
-	rec = append(rec, ' ')
-	rec = append(rec, tag...)
-	rec = append(rec, ' ')
-	rec = append(rec, line...)
-	rec = append(rec, '\n')
-	if w.max > 0 && w.size+int64(len(rec)) > w.max && w.size > 0 {
-		w.rotate()
-	}
-	n, _ := w.f.Write(rec)
-	w.size += int64(n)
-}
-
-// rotate keeps one older file, path.1, as the kubelet keeps a few.
-func (w *logWriter) rotate() {
-	if err := os.Rename(w.path, w.path+".1"); err != nil {
-		return
-	}
-	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
-	if err != nil {
-		return
-	}
-	w.f.Close()
-	w.f, w.size = f, 0
 }
 
 // close waits up to grace for the streams to end, then closes the log.
@@ -389,9 +343,7 @@ func (w *logWriter) close(grace time.Duration) {
 	for _, p := range w.pipes {
 		p.Close()
 	}
-	w.mu.Lock()
-	w.f.Close()
-	w.mu.Unlock()
+	_ = w.cri.Close()
 }
 
 func readJSON[T any](path string) (T, error) {

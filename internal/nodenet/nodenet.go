@@ -22,11 +22,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/netns"
@@ -38,12 +38,9 @@ const BridgeName = "svcnet-nodes"
 // MasqueradeTable masquerades the nodes' traffic out of up's namespace.
 const MasqueradeTable = "svcnet-nodes"
 
-// DefaultCIDR is the nodes' network unless --node-cidr says otherwise: up
-// holds 10.250.0.1, node i (from 1) holds 10.250.0.(i+1).
+// DefaultCIDR is the nodes' network unless --node-network says otherwise:
+// up holds 10.250.0.1, node i (from 1) holds 10.250.0.(i+1).
 const DefaultCIDR = "10.250.0.0/24"
-
-// nodeInterface is the node's end of its veth pair.
-const nodeInterface = "eth0"
 
 // Node is one node of the network.
 type Node struct {
@@ -63,20 +60,24 @@ type Network struct {
 	Prefix netip.Prefix
 	// Nodes are the nodes in the order of Create's names.
 	Nodes []Node
+	// dir records which namespaces the network made: only those are
+	// adopted after a crash and removed, never another's of the same name.
+	dir string
 }
 
-// Plan is the Network Create makes for names on cidr, without making it.
-func Plan(cidr string, names []string) (*Network, error) {
+// Plan is the Network Create makes for names on cidr, without making it;
+// dir (in the cluster's data dir) records what it made.
+func Plan(cidr string, names []string, dir string) (*Network, error) {
 	p, err := netip.ParsePrefix(cidr)
 	if err != nil || !p.Addr().Is4() {
 		return nil, fmt.Errorf("node network %q is not an IPv4 CIDR", cidr)
 	}
 	p = p.Masked()
-	n := &Network{Prefix: p, Gateway: p.Addr().Next()}
+	n := &Network{Prefix: p, Gateway: p.Addr().Next(), dir: dir}
 	ip := n.Gateway
 	for _, name := range names {
 		ip = ip.Next()
-		if !p.Contains(ip) || ip == lastAddress(p) {
+		if !p.Contains(ip) || ip == cni.LastAddr(p) {
 			return nil, fmt.Errorf("node network %s has no room for %d nodes", p, len(names))
 		}
 		n.Nodes = append(n.Nodes, Node{Name: name, NetNS: netns.Path(name), IP: ip})
@@ -84,25 +85,22 @@ func Plan(cidr string, names []string) (*Network, error) {
 	return n, nil
 }
 
-// lastAddress is p's broadcast address.
-func lastAddress(p netip.Prefix) netip.Addr {
-	b := p.Addr().As4()
-	for i := p.Bits(); i < 32; i++ {
-		b[i/8] |= 1 << (7 - i%8)
-	}
-	return netip.AddrFrom4(b)
-}
-
 // Create makes (or completes) the network of n in the process's network
-// namespace, as Plan laid it out.
+// namespace, as Plan laid it out. It changes nothing when a node's
+// namespace exists and is not the network's own.
 func (n *Network) Create() error {
+	for _, node := range n.Nodes {
+		if _, err := os.Stat(node.NetNS); err == nil && !n.made(node) {
+			return fmt.Errorf("network namespace %s exists and was not made by this cluster: remove it (ip netns del %s) or name the nodes otherwise (--node-name)", node.NetNS, node.Name)
+		}
+	}
 	host, err := netlink.NewHandle()
 	if err != nil {
 		return fmt.Errorf("netlink: %w", err)
 	}
 	defer host.Close()
-	br, err := ensureBridge(host, n.Gateway, n.Prefix.Bits())
-	if err != nil {
+	gw := &net.IPNet{IP: n.Gateway.AsSlice(), Mask: net.CIDRMask(n.Prefix.Bits(), 32)}
+	if err := cni.EnsureBridge(host, BridgeName, gw); err != nil {
 		return err
 	}
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
@@ -119,7 +117,7 @@ func (n *Network) Create() error {
 		return fmt.Errorf("write the %s table: %w", MasqueradeTable, err)
 	}
 	for i, node := range n.Nodes {
-		if err := n.ensureNode(host, br, node, hostEnd(i)); err != nil {
+		if err := n.ensureNode(host, node, hostEnd(i)); err != nil {
 			return fmt.Errorf("node %s: %w", node.Name, err)
 		}
 	}
@@ -129,105 +127,59 @@ func (n *Network) Create() error {
 // hostEnd is the bridge end of the i-th node's veth pair.
 func hostEnd(i int) string { return fmt.Sprintf("svcnet-n%d", i+1) }
 
-// ensureBridge makes the bridge with the gateway address, up.
-func ensureBridge(h *netlink.Handle, gw netip.Addr, bits int) (netlink.Link, error) {
-	br, err := h.LinkByName(BridgeName)
-	if errors.As(err, new(netlink.LinkNotFoundError)) {
-		la := netlink.NewLinkAttrs()
-		la.Name = BridgeName
-		if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil && !errors.Is(err, unix.EEXIST) {
-			return nil, fmt.Errorf("create bridge %s: %w", BridgeName, err)
-		}
-		br, err = h.LinkByName(BridgeName)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("look up %s: %w", BridgeName, err)
-	}
-	addr := &netlink.Addr{IPNet: &net.IPNet{IP: gw.AsSlice(), Mask: net.CIDRMask(bits, 32)}}
-	if err := h.AddrReplace(br, addr); err != nil {
-		return nil, fmt.Errorf("address %s on %s: %w", addr, BridgeName, err)
-	}
-	if err := h.LinkSetUp(br); err != nil {
-		return nil, fmt.Errorf("set %s up: %w", BridgeName, err)
-	}
-	return br, nil
+// marker is the file that says the network made node's namespace.
+func (n *Network) marker(node Node) string { return filepath.Join(n.dir, node.Name+".netns") }
+
+// made reports whether the network made node's namespace (it may be
+// gone since, or left unpinned by a crash).
+func (n *Network) made(node Node) bool {
+	_, err := os.Stat(n.marker(node))
+	return err == nil
 }
 
-// ensureNode makes the node's namespace (or adopts the one pinned under
-// its name), its veth pair into the bridge, its address and routes.
-func (n *Network) ensureNode(host *netlink.Handle, br netlink.Link, node Node, hostEnd string) error {
-	if _, err := os.Stat(node.NetNS); errors.Is(err, os.ErrNotExist) {
+// ensureNode makes the node's namespace (or adopts the one it made
+// before), its veth pair into the bridge, its address and default route.
+func (n *Network) ensureNode(host *netlink.Handle, node Node, hostEnd string) error {
+	if !n.made(node) || !netns.Pinned(node.NetNS) {
+		if err := os.MkdirAll(n.dir, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", n.dir, err)
+		}
+		if err := os.WriteFile(n.marker(node), nil, 0o600); err != nil {
+			return fmt.Errorf("record the namespace of %s: %w", node.Name, err)
+		}
+		// What a crash left of ours (a file no longer pinned) goes.
+		if err := netns.Remove(node.NetNS); err != nil {
+			return err
+		}
 		if err := netns.Create(node.NetNS); err != nil {
 			return err
 		}
-	} else if !netns.Pinned(node.NetNS) {
-		return fmt.Errorf("%s exists and is not a network namespace", node.NetNS)
 	}
 	ns, err := vnetns.GetFromPath(node.NetNS)
 	if err != nil {
 		return fmt.Errorf("open network namespace %s: %w", node.NetNS, err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return fmt.Errorf("netlink in %s: %w", node.NetNS, err)
-	}
-	defer h.Close()
-	if _, err := host.LinkByName(hostEnd); errors.As(err, new(netlink.LinkNotFoundError)) {
-		// A node end left without its pair (after a crash) is replaced.
-		if old, err := h.LinkByName(nodeInterface); err == nil {
-			_ = h.LinkDel(old)
-		}
-		la := netlink.NewLinkAttrs()
-		la.Name = hostEnd
-		veth := &netlink.Veth{LinkAttrs: la, PeerName: nodeInterface, PeerNamespace: netlink.NsFd(ns)}
-		if err := host.LinkAdd(veth); err != nil {
-			return fmt.Errorf("create veth %s: %w", hostEnd, err)
-		}
-	}
-	hl, err := host.LinkByName(hostEnd)
-	if err != nil {
-		return fmt.Errorf("look up %s: %w", hostEnd, err)
-	}
-	if err := host.LinkSetMaster(hl, br); err != nil {
-		return fmt.Errorf("attach %s to %s: %w", hostEnd, BridgeName, err)
-	}
-	if err := host.LinkSetUp(hl); err != nil {
-		return fmt.Errorf("set %s up: %w", hostEnd, err)
-	}
-	for _, name := range []string{"lo", nodeInterface} {
-		l, err := h.LinkByName(name)
-		if err != nil {
-			return fmt.Errorf("look up %s in %s: %w", name, node.Name, err)
-		}
-		if name == nodeInterface {
-			addr := &netlink.Addr{IPNet: &net.IPNet{IP: node.IP.AsSlice(), Mask: net.CIDRMask(n.Prefix.Bits(), 32)}}
-			if err := h.AddrReplace(l, addr); err != nil {
-				return fmt.Errorf("address %s on %s: %w", addr, name, err)
-			}
-		}
-		if err := h.LinkSetUp(l); err != nil {
-			return fmt.Errorf("set %s up in %s: %w", name, node.Name, err)
-		}
-	}
-	eth, err := h.LinkByName(nodeInterface)
-	if err != nil {
-		return fmt.Errorf("look up %s: %w", nodeInterface, err)
-	}
-	def := &netlink.Route{LinkIndex: eth.Attrs().Index, Gw: n.Gateway.AsSlice(), Dst: &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}}
-	if err := h.RouteReplace(def); err != nil {
-		return fmt.Errorf("default route via %s: %w", n.Gateway, err)
-	}
-	return nil
+	return cni.Attach(host, ns, cni.Port{Bridge: BridgeName, HostEnd: hostEnd,
+		Addr: &net.IPNet{IP: node.IP.AsSlice(), Mask: net.CIDRMask(n.Prefix.Bits(), 32)}, Gateway: n.Gateway.AsSlice()})
 }
 
-// Remove takes the nodes' namespaces (and with them the veth pairs) and the
-// bridge away. The nodes must have stopped; what is already gone is
-// skipped.
+// Remove takes the nodes' namespaces the network made (and with them the
+// veth pairs), the bridge and the masquerade table away. The nodes must
+// have stopped; what is already gone is skipped.
 func (n *Network) Remove() error {
 	var errs []error
 	for _, node := range n.Nodes {
-		errs = append(errs, netns.Remove(node.NetNS))
+		if !n.made(node) {
+			continue // not ours
+		}
+		if err := netns.Remove(node.NetNS); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.Remove(n.marker(node)); err != nil {
+			errs = append(errs, fmt.Errorf("forget the namespace of %s: %w", node.Name, err))
+		}
 	}
 	host, err := netlink.NewHandle()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,7 +81,7 @@ func dialFrom(path, addr string) error {
 }
 
 func TestPlan(t *testing.T) {
-	n, err := Plan("10.250.0.0/24", []string{"a", "b"})
+	n, err := Plan("10.250.0.0/24", []string{"a", "b"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,10 +89,10 @@ func TestPlan(t *testing.T) {
 		n.Nodes[1].NetNS != "/var/run/netns/b" {
 		t.Errorf("plan: gateway %s, nodes %+v", n.Gateway, n.Nodes)
 	}
-	if _, err := Plan("10.250.0.0/30", []string{"a", "b"}); err == nil {
+	if _, err := Plan("10.250.0.0/30", []string{"a", "b"}, t.TempDir()); err == nil {
 		t.Error("a /30 holds the gateway and one node, yet two were planned")
 	}
-	if _, err := Plan("fd00::/64", []string{"a"}); err == nil {
+	if _, err := Plan("fd00::/64", []string{"a"}, t.TempDir()); err == nil {
 		t.Error("an IPv6 node network was accepted")
 	}
 }
@@ -99,7 +100,7 @@ func TestPlan(t *testing.T) {
 func TestNodesReachEachOtherAndUp(t *testing.T) {
 	up := upNamespace(t)
 	names := []string{fmt.Sprintf("nodenet-%d-a", os.Getpid()), fmt.Sprintf("nodenet-%d-b", os.Getpid())}
-	n, err := Plan("10.250.0.0/24", names)
+	n, err := Plan("10.250.0.0/24", names, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +171,38 @@ func TestNodesReachEachOtherAndUp(t *testing.T) {
 		}
 		if tables, err := conn.ListTables(); err != nil || len(tables) != 0 {
 			t.Errorf("nftables tables left in up's namespace: %v %v", tables, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A namespace of a node's name that the network did not make (another
+// cluster's, a user's) is neither taken over nor removed.
+func TestForeignNamespaceLeftAlone(t *testing.T) {
+	up := upNamespace(t)
+	name := fmt.Sprintf("nodenet-%d-foreign", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	n, err := Plan("10.250.0.0/24", []string{name}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.Do(up, n.Create); err == nil || !strings.Contains(err.Error(), "was not made by this cluster") {
+		t.Fatalf("Create over a foreign namespace: %v", err)
+	}
+	if err := netns.Do(up, n.Remove); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if !netns.Pinned(netns.Path(name)) {
+		t.Error("Remove took a namespace the network did not make")
+	}
+	if err := netns.Do(up, func() error {
+		if _, err := netlink.LinkByName(BridgeName); err == nil {
+			t.Errorf("Create that refused made the bridge")
 		}
 		return nil
 	}); err != nil {

@@ -71,6 +71,30 @@ type cluster struct {
 	upCommand []string
 	// credential, when set, is the user up runs as.
 	credential *syscall.Credential
+	// exited is closed once cmd has exited, with exitErr its Wait's.
+	exited  chan struct{}
+	exitErr error
+}
+
+// launch starts cmd and waits for its end in the background (exited).
+func (c *cluster) launch() error {
+	if err := c.cmd.Start(); err != nil {
+		return err
+	}
+	c.exited = make(chan struct{})
+	cmd, exited := c.cmd, c.exited
+	go func() {
+		c.exitErr = cmd.Wait()
+		close(exited)
+	}()
+	return nil
+}
+
+// kill ends the process with SIGKILL and waits for its end.
+func (c *cluster) kill() {
+	_ = c.cmd.Process.Kill()
+	<-c.exited
+	c.cmd = nil
 }
 
 // freePort returns a loopback port nobody listens on now.
@@ -129,7 +153,7 @@ func (c *cluster) start() {
 	// Should the test binary die (a timeout panic skips cleanups), the
 	// cluster dies with it.
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: c.credential}
-	if err := c.cmd.Start(); err != nil {
+	if err := c.launch(); err != nil {
 		c.t.Fatalf("start svcnet up: %v", err)
 	}
 	c.waitReady(true)
@@ -141,17 +165,15 @@ func (c *cluster) stop() {
 		return
 	}
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- c.cmd.Wait() }()
 	failure := ""
 	select {
-	case err := <-done:
-		if err != nil {
-			failure = fmt.Sprintf("svcnet up exited with %v", err)
+	case <-c.exited:
+		if c.exitErr != nil {
+			failure = fmt.Sprintf("svcnet up exited with %v", c.exitErr)
 		}
 	case <-time.After(20 * time.Second):
 		_ = c.cmd.Process.Kill()
-		<-done
+		<-c.exited
 		failure = "svcnet up did not stop within 20s of SIGTERM"
 	}
 	c.cmd = nil
@@ -189,8 +211,10 @@ func (c *cluster) waitReady(up bool) {
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if c.cmd.ProcessState != nil {
-			c.t.Fatalf("%s exited: %s", strings.Join(c.cmd.Args, " "), c.log)
+		select {
+		case <-c.exited:
+			c.t.Fatalf("%s exited (%v): %s", strings.Join(c.cmd.Args, " "), c.exitErr, c.log)
+		default:
 		}
 		if up {
 			if strings.Contains(c.log.String(), upLine) {

@@ -467,9 +467,7 @@ func TestNodeAgentRestartKeepsPods(t *testing.T) {
 
 	// kill -9 the whole of `svcnet up`, node agent included, and start it
 	// again on the same data dir.
-	_ = c.cmd.Process.Kill()
-	_ = c.cmd.Wait()
-	c.cmd = nil
+	c.kill()
 	c.start()
 	eventually(t, 30*time.Second, func() string {
 		out, _ := c.kubectl("", "get", "node", nodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)

@@ -47,17 +47,10 @@ func (c *cluster) runAPIServer(args ...string) {
 	}
 	c.cmd = exec.Command(binary, append(base, args...)...)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
-	if err := c.cmd.Start(); err != nil {
+	if err := c.launch(); err != nil {
 		c.t.Fatalf("start svcnet apiserver: %v", err)
 	}
 	c.waitReady(false)
-}
-
-// kill ends the server with SIGKILL.
-func (c *cluster) kill() {
-	_ = c.cmd.Process.Kill()
-	_ = c.cmd.Wait()
-	c.cmd = nil
 }
 
 func (c *cluster) etcd() *clientv3.Client {

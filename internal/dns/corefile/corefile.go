@@ -2,10 +2,10 @@
 // DNS is configured by, so that the kube-system/coredns ConfigMap of a
 // kubeadm cluster configures svcnet's cluster DNS the same way: the server
 // block's port, and the errors, health, ready, kubernetes, prometheus,
-// forward, cache, loop, reload, loadbalance and log plugins. Plugins svcnet
-// does not play are listed in Config.Ignored for the caller to warn about,
-// rather than refused, so that an edited Corefile never leaves a cluster
-// without DNS.
+// forward, cache, loop, reload and loadbalance plugins. Plugins svcnet does
+// not play (log among them), and server blocks after the first, are listed
+// in Config.Ignored for the caller to warn about, rather than refused, so
+// that an edited Corefile never leaves a cluster without DNS.
 package corefile
 
 import (
@@ -64,11 +64,14 @@ type directive struct {
 // Parse reads a Corefile; readFile reads a resolv.conf that forward names.
 // Only the first server block is served.
 func Parse(text string, readFile func(string) ([]byte, error)) (*Config, error) {
-	keys, dirs, err := firstBlock(text)
+	keys, dirs, others, err := firstBlock(text)
 	if err != nil {
 		return nil, err
 	}
 	c := &Config{Port: 53}
+	for _, o := range others {
+		c.Ignored = append(c.Ignored, "server block "+o)
+	}
 	for _, k := range keys {
 		k = strings.TrimPrefix(k, "dns://")
 		if i := strings.LastIndexByte(k, ':'); i >= 0 {
@@ -89,9 +92,10 @@ func Parse(text string, readFile func(string) ([]byte, error)) (*Config, error) 
 
 func (c *Config) apply(d directive, readFile func(string) ([]byte, error)) error {
 	switch d.name {
-	case "errors", "loop", "loadbalance", "log":
-		// svcnet's server always logs errors, never loops (it forwards
-		// only to the upstreams given) and answers in random order.
+	case "errors", "loop", "loadbalance":
+		// svcnet's server always logs errors, drops an upstream that is the
+		// cluster DNS itself (see Config.Forward) and answers in random
+		// order.
 	case "health":
 		c.Health = addrArg(d.args, defaultHealth)
 		for _, l := range d.block {
@@ -218,9 +222,20 @@ func Nameservers(resolvConf []byte) []string {
 }
 
 // firstBlock splits the first server block of a Corefile into its keys
-// and directives.
-func firstBlock(text string) ([]string, []directive, error) {
+// and directives, and names the keys of the blocks after it.
+func firstBlock(text string) (keys []string, dirs []directive, others []string, err error) {
 	lines := tokenLines(text)
+	keys, dirs, rest, err := block(lines)
+	for err == nil && len(rest) > 0 {
+		var more []string
+		more, _, rest, err = block(rest)
+		others = append(others, strings.Join(more, " "))
+	}
+	return keys, dirs, others, err
+}
+
+// block reads one server block off lines and returns the lines after it.
+func block(lines [][]string) ([]string, []directive, [][]string, error) {
 	var keys []string
 	i := 0
 	for ; i < len(lines); i++ {
@@ -233,13 +248,13 @@ func firstBlock(text string) ([]string, []directive, error) {
 		keys = append(keys, l...)
 	}
 	if len(keys) == 0 {
-		return nil, nil, errors.New("no server block")
+		return nil, nil, nil, errors.New("no server block")
 	}
 	var dirs []directive
 	for ; i < len(lines); i++ {
 		l := lines[i]
 		if l[0] == "}" {
-			return keys, dirs, nil
+			return keys, dirs, lines[i+1:], nil
 		}
 		d := directive{name: l[0], args: l[1:]}
 		if n := len(d.args); n > 0 && d.args[n-1] == "{" {
@@ -248,12 +263,12 @@ func firstBlock(text string) ([]string, []directive, error) {
 				d.block = append(d.block, lines[i])
 			}
 			if i == len(lines) {
-				return nil, nil, fmt.Errorf("plugin %s: block not closed", d.name)
+				return nil, nil, nil, fmt.Errorf("plugin %s: block not closed", d.name)
 			}
 		}
 		dirs = append(dirs, d)
 	}
-	return nil, nil, errors.New("server block not closed")
+	return nil, nil, nil, errors.New("server block not closed")
 }
 
 // tokenLines splits text into lines of fields, without comments and empty

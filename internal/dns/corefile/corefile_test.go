@@ -62,13 +62,17 @@ func TestCorefileVariants(t *testing.T) {
   forward . 1.1.1.1 dns://9.9.9.9:5353 [2001:db8::1]
   hosts /etc/hosts
   rewrite name foo bar
+  log
+}
+consul.local:53 {
+  forward . 10.0.0.1
 }`, resolv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Port != 1053 || c.Kubeconfig != "/etc/coredns/kubeconfig" || c.Context != "admin" || c.TTL != 5 || c.Health != "" ||
 		!reflect.DeepEqual(c.Forward, []string{"1.1.1.1:53", "9.9.9.9:5353", "[2001:db8::1]:53"}) ||
-		!reflect.DeepEqual(c.Ignored, []string{"hosts", "rewrite"}) {
+		!reflect.DeepEqual(c.Ignored, []string{"server block consul.local:53", "hosts", "rewrite", "log"}) {
 		t.Errorf("got %+v", c)
 	}
 	for _, bad := range []string{

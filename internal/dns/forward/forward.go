@@ -1,5 +1,5 @@
-// Package forward resolves the names cluster DNS does not hold through the
-// node's upstream resolvers, as CoreDNS's forward and cache plugins do for
+// Package forward resolves the names cluster DNS does not hold through
+// upstream resolvers, as CoreDNS's forward and cache plugins do for
 // a cluster: it asks the upstreams in turn over UDP (again over TCP when
 // the answer is truncated) and keeps answers for their TTL, negative ones
 // for their SOA's minimum, so that a busy name costs one upstream query per

@@ -1,4 +1,4 @@
-// Package server is a node's cluster DNS server: it answers questions in
+// Package server is the cluster DNS server: it answers questions in
 // the cluster domain (and PTR questions for cluster addresses) from the
 // record index, sends everything else to the forwarder, follows an
 // ExternalName's CNAME out of the zone, speaks UDP and TCP with EDNS0,
