@@ -86,30 +86,7 @@ func TestPodsReachEachOtherOverTheBridge(t *testing.T) {
 	}
 
 	// b listens in its namespace; a dials it, and so does the node.
-	nsB, err := vnetns.GetFromPath(b.NetNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nsB.Close()
-	var ln net.Listener
-	if err := netns.DoIn(nsB, func() error {
-		var err error
-		ln, err = net.Listen("tcp", net.JoinHostPort(b.IP.String(), "8080"))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = io.WriteString(c, c.RemoteAddr().(*net.TCPAddr).IP.String())
-			c.Close()
-		}
-	}()
+	peerServer(t, b.NetNS, net.JoinHostPort(b.IP.String(), "8080"))
 	nsA, err := vnetns.GetFromPath(a.NetNS)
 	if err != nil {
 		t.Fatal(err)
