@@ -34,8 +34,17 @@ type Deps struct {
 const DefaultMaxRetries = 15
 
 // ErrStale marks a sync that found its informer cache older than its own
-// last write; the key is retried without alarm.
+// last write; the key is retried without alarm, and soon: the cache
+// catches up within moments, and a change waiting behind it (a pod turned
+// Ready) should not wait for a failure's backoff. Upstream retries such a
+// key after its failure backoff, a second at first.
 var ErrStale = errors.New("informer cache is out of date")
+
+// staleRetry spaces out the retries of a key whose cache is stale: 10ms,
+// doubling to a second.
+func staleRetry[T comparable]() workqueue.TypedRateLimiter[T] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[T](10*time.Millisecond, time.Second)
+}
 
 // QueueConfig describes one controller's queue.
 type QueueConfig[T comparable] struct {
@@ -55,6 +64,7 @@ type QueueConfig[T comparable] struct {
 type Queue[T comparable] struct {
 	cfg     QueueConfig[T]
 	queue   workqueue.TypedRateLimitingInterface[T]
+	stale   workqueue.TypedRateLimiter[T]
 	metrics *Metrics
 }
 
@@ -71,7 +81,7 @@ func NewQueue[T comparable](m *Metrics, cfg QueueConfig[T]) *Queue[T] {
 		Name:            cfg.Name,
 		MetricsProvider: m.queues,
 	})
-	return &Queue[T]{cfg: cfg, queue: q, metrics: m}
+	return &Queue[T]{cfg: cfg, queue: q, stale: staleRetry[T](), metrics: m}
 }
 
 // Add queues key for an immediate sync.
@@ -117,14 +127,14 @@ func (q *Queue[T]) next(ctx context.Context) bool {
 	switch {
 	case err == nil:
 		q.queue.Forget(key)
+		q.stale.Forget(key)
 	case ctx.Err() != nil:
 		// Shutting down: the next leader syncs everything anew.
+	case errors.Is(err, ErrStale):
+		slog.Debug("informer cache is behind, retrying", "controller", q.cfg.Name, "key", key, "err", err)
+		q.queue.AddAfter(key, q.stale.When(key))
 	case q.queue.NumRequeues(key) < q.cfg.MaxRetries:
-		level := slog.LevelInfo
-		if errors.Is(err, ErrStale) {
-			level = slog.LevelDebug
-		}
-		slog.Log(ctx, level, "sync failed, retrying", "controller", q.cfg.Name, "key", key, "err", err)
+		slog.Info("sync failed, retrying", "controller", q.cfg.Name, "key", key, "err", err)
 		q.queue.AddRateLimited(key)
 	default:
 		slog.Warn("sync failed too often, dropping the key until its next change", "controller", q.cfg.Name, "key", key, "err", err)

@@ -3,7 +3,9 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,5 +130,43 @@ func histograms(t *testing.T, reg *prometheus.Registry, name string, each func(l
 			}
 			each(labels, m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum())
 		}
+	}
+}
+
+// A key whose cache is stale comes back within moments, however often,
+// and not through the failure backoff: the failure limiter here waits an
+// hour and allows one retry.
+func TestQueueRetriesStaleSoon(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var calls atomic.Int32
+	done := make(chan time.Time, 1)
+	q := NewQueue(NewMetrics(reg), QueueConfig[string]{
+		Name:        "test",
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Hour, time.Hour),
+		MaxRetries:  1,
+		Sync: func(context.Context, string) error {
+			if calls.Add(1) <= 5 {
+				return fmt.Errorf("slice %w", ErrStale)
+			}
+			done <- time.Now()
+			return nil
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q.Run(ctx, 1)
+	start := time.Now()
+	q.Add("svc")
+	select {
+	case at := <-done:
+		// 10+20+40+80+160ms of retries.
+		if d := at.Sub(start); d > 5*time.Second {
+			t.Errorf("synced %s after the first stale try", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a stale key was not retried to success (%d syncs)", calls.Load())
+	}
+	if n := sampleCount(t, reg, "svcnet_controller_sync_duration_seconds", "stale"); n != 5 {
+		t.Errorf("stale syncs observed %d, want 5", n)
 	}
 }

@@ -242,6 +242,10 @@ func TestFirstMinute(t *testing.T) {
 				"nslookup web.default.svc.cluster.local && wget -qO- http://web/")
 			if phase, logs := c.waitPodDone("fetch", 60*time.Second); phase != "Succeeded" || !strings.Contains(logs, "Welcome to nginx!") {
 				t.Errorf("resolve and fetch the Service at once: %s\n%s", phase, logs)
+				// The timeline: when web's pod turned Ready, when its
+				// slice said so, when fetch started.
+				t.Log(c.must("get", "pods", "-o", `jsonpath={range .items[*]}{.metadata.name} ready at {.status.conditions[?(@.type=="Ready")].lastTransitionTime}, started at {.status.startTime}{"\n"}{end}`))
+				t.Log(c.must("get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", "yaml"))
 			}
 		})
 	}
@@ -308,12 +312,18 @@ func TestUpThreeNodes(t *testing.T) {
 	}
 }
 
-// execOn runs a command in the namespace ns and returns its output.
+// execOn runs a command in the namespace ns and returns its standard
+// output. What it says on standard error only goes into the failure: ip
+// warns there about namespaces of other tests it cannot name ("Peer netns
+// reference is invalid").
 func (c *cluster) execOn(ns string, args ...string) string {
 	c.t.Helper()
-	out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		c.t.Fatalf("%s in %s: %v: %s", strings.Join(args, " "), ns, err, out)
+		c.t.Fatalf("%s in %s: %v: %s%s", strings.Join(args, " "), ns, err, out, stderr.String())
 	}
 	return string(out)
 }
