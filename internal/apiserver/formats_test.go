@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -92,8 +93,14 @@ func TestCompactedRevisionsAreGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = cms.List(ctx, metav1.ListOptions{Limit: 2, Continue: page.Continue})
-	if !apierrors.IsResourceExpired(err) || !strings.HasPrefix(err.Error(), "The provided continue parameter is too old") {
+	var expired *apierrors.StatusError
+	if !errors.As(err, &expired) || !apierrors.IsResourceExpired(err) || !strings.HasPrefix(err.Error(), "The provided continue parameter is too old") {
 		t.Fatalf("continue after compaction: %v", err)
+	}
+	// The answer carries a token that goes on at the latest revision.
+	rest, err := cms.List(ctx, metav1.ListOptions{Limit: 2, Continue: expired.ErrStatus.ListMeta.Continue})
+	if err != nil || len(rest.Items) != 2 || rest.Items[0].Name != "c" || rest.Items[1].Name != "d" || rest.ResourceVersion == page.ResourceVersion {
+		t.Fatalf("continue with the expired answer's token: %v %v", err, rest)
 	}
 	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: first.ResourceVersion})
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	listvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -97,10 +99,11 @@ func decodeContinue(s, pfx string) (int64, string, error) {
 		return 0, "", apierrors.NewBadRequest(fmt.Sprintf("continue key is not valid: %v", err))
 	}
 	var t continueToken
-	if err := json.Unmarshal(b, &t); err != nil || t.APIVersion != "meta.k8s.io/v1" || t.RV <= 0 {
+	// rv -1 (as an expired token's fresh one carries): the latest revision.
+	if err := json.Unmarshal(b, &t); err != nil || t.APIVersion != "meta.k8s.io/v1" || t.RV == 0 {
 		return 0, "", apierrors.NewBadRequest("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
 	}
-	return t.RV, pfx + t.Start, nil
+	return max(t.RV, 0), pfx + t.Start, nil
 }
 
 // expiredContinue is upstream's answer when a continue token's revision has
@@ -113,9 +116,6 @@ func (s *Server) listObjects(ctx context.Context, res *registry.Resource, ns str
 	lo := storage.ListOptions{Limit: opts.Limit}
 	if !sel.everything() {
 		lo.Filter = sel.matches
-	}
-	if opts.ResourceVersionMatch != "" && opts.ResourceVersion == "" {
-		return nil, apierrors.NewBadRequest("resourceVersionMatch is forbidden unless resourceVersion is provided")
 	}
 	switch {
 	case opts.Continue != "":
@@ -142,7 +142,11 @@ func (s *Server) listObjects(ctx context.Context, res *registry.Resource, ns str
 	var c *storage.CompactedError
 	if errors.As(err, &c) {
 		if opts.Continue != "" {
-			return nil, apierrors.NewResourceExpired(expiredContinue)
+			// As upstream: a token to go on from the same key at the
+			// latest revision, inconsistent as the message says.
+			expired := apierrors.NewResourceExpired(expiredContinue)
+			expired.ErrStatus.ListMeta.Continue = encodeContinue(-1, lo.Start, pfx)
+			return nil, expired
 		}
 		cur, _ := s.store.Revision(ctx)
 		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", lo.Revision, cur))
@@ -151,6 +155,19 @@ func (s *Server) listObjects(ctx context.Context, res *registry.Resource, ns str
 		return nil, storageError(err, res, "")
 	}
 	return out, nil
+}
+
+// validateList is upstream's check of the options of a list or watch (of
+// a delete collection too), a 422 for ListOptions.
+func validateList(opts *metav1.ListOptions, watch bool) error {
+	in := &metainternalversion.ListOptions{
+		ResourceVersion:      opts.ResourceVersion,
+		ResourceVersionMatch: opts.ResourceVersionMatch,
+		Continue:             opts.Continue,
+		SendInitialEvents:    opts.SendInitialEvents,
+		Watch:                watch,
+	}
+	return optionsInvalid("ListOptions", listvalidation.ValidateListOptions(in, true))
 }
 
 // readList reads what list and watch share: the answer's format, the
@@ -165,6 +182,9 @@ func readList(r *http.Request, ri *requestInfo) (outputFormat, *metav1.ListOptio
 		return f, nil, nil, nil, err
 	}
 	if err := decodeQuery(r, topts); err != nil {
+		return f, nil, nil, nil, err
+	}
+	if err := validateList(opts, ri.verb == "watch"); err != nil {
 		return f, nil, nil, nil, err
 	}
 	sel, err := newSelector(ri.res, opts.LabelSelector, opts.FieldSelector)

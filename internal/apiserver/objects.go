@@ -28,8 +28,11 @@ import (
 // status handling, finalizers, graceful deletion), the kind's strategy, and
 // one etcd transaction per write.
 
-// maxRetries bounds the read-modify-write loop of an unconditional update.
-const maxRetries = 16
+// maxNameAttempts bounds, as upstream's, the names a create with
+// generateName tries when the generated one is taken. An unconditional
+// update or delete, like upstream's GuaranteedUpdate, retries on
+// concurrent changes until it applies or the request ends.
+const maxNameAttempts = 8
 
 // maxExtraRetries bounds, separately, the retries of writes whose
 // registry.Writer conditions failed: the Service allocation bitmaps are
@@ -193,7 +196,7 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 	extraRetries := 0
 	for attempt := 0; ; attempt++ {
 		if generated {
-			a.SetName(a.GetGenerateName() + utilrand.String(5))
+			a.SetName(generateName(a.GetGenerateName()))
 		}
 		if err := s.validateCreate(res, obj); err != nil {
 			return nil, err
@@ -218,7 +221,7 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 		}
 		out, err := s.store.Create(ctx, key(res, a.GetNamespace(), a.GetName()), next, extra)
 		done(err)
-		if retryExtra(err, &extraRetries) || (attempt < maxRetries && errors.Is(err, storage.ErrExists) && generated) {
+		if retryExtra(err, &extraRetries) || (attempt+1 < maxNameAttempts && errors.Is(err, storage.ErrExists) && generated) {
 			continue
 		}
 		if err != nil {
@@ -249,7 +252,7 @@ type mutateFunc func(cur runtime.Object) (runtime.Object, error)
 func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, sub string, o writeOptions,
 	allowCreate bool, mutate mutateFunc) (obj runtime.Object, created bool, err error) {
 	extraRetries := 0
-	for attempt := 0; attempt < maxRetries; attempt++ {
+	for {
 		cur, err := s.store.Get(ctx, key(res, ns, name))
 		if errors.Is(err, storage.ErrNotFound) {
 			if !allowCreate {
@@ -289,11 +292,7 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 				return next, false, s.dryRunDelete(ctx, res, cur)
 			}
 			out, err := s.deleteStored(ctx, res, ns, name, cur)
-			if retryExtra(err, &extraRetries) {
-				attempt-- // contention on the Writer's state, not on the object
-				continue
-			}
-			if errors.Is(err, storage.ErrConflict) && !conditional {
+			if retryExtra(err, &extraRetries) || (errors.Is(err, storage.ErrConflict) && !conditional) {
 				continue
 			}
 			if err != nil {
@@ -311,11 +310,7 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 		}
 		out, err := s.store.Update(ctx, key(res, ns, name), next, rvOf(cur), extra)
 		done(err)
-		if retryExtra(err, &extraRetries) {
-			attempt-- // contention on the Writer's state, not on the object
-			continue
-		}
-		if (errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound)) && !conditional {
+		if retryExtra(err, &extraRetries) || ((errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound)) && !conditional) {
 			continue
 		}
 		if err != nil {
@@ -323,7 +318,6 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 		}
 		return out, false, nil
 	}
-	return nil, false, apierrors.NewConflict(res.GroupResource(), name, errors.New("too many concurrent updates, please retry"))
 }
 
 // finalized: the object was being deleted and its last finalizer is gone.
@@ -436,7 +430,7 @@ func pendingNamespace(obj runtime.Object) bool {
 // the object was only marked for deletion.
 func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name string, opts *metav1.DeleteOptions, dryRun bool) (obj runtime.Object, deleted bool, err error) {
 	extraRetries := 0
-	for attempt := 0; attempt < maxRetries; attempt++ {
+	for {
 		cur, err := s.get(ctx, res, ns, name)
 		if err != nil {
 			return nil, false, err
@@ -498,11 +492,7 @@ func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name st
 			return cur, true, s.dryRunDelete(ctx, res, cur)
 		}
 		out, err := s.deleteStored(ctx, res, ns, name, cur)
-		if retryExtra(err, &extraRetries) {
-			attempt-- // contention on the Writer's state, not on the object
-			continue
-		}
-		if errors.Is(err, storage.ErrConflict) {
+		if retryExtra(err, &extraRetries) || errors.Is(err, storage.ErrConflict) {
 			continue
 		}
 		if err != nil {
@@ -510,7 +500,6 @@ func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name st
 		}
 		return out, true, nil
 	}
-	return nil, false, apierrors.NewConflict(res.GroupResource(), name, errors.New("too many concurrent updates, please retry"))
 }
 
 // deleteStored removes cur from etcd, with what its kind's Writer releases
@@ -542,4 +531,15 @@ func addFinalizer(a metav1.Object, f string) {
 		}
 	}
 	a.SetFinalizers(append(a.GetFinalizers(), f))
+}
+
+// generateName is a name made from generateName as upstream's: the base
+// cut to 58 characters, then 5 random ones, so that it fits the 63 of a
+// DNS label.
+func generateName(base string) string {
+	const maxNameLength, randomLength = 63, 5
+	if max := maxNameLength - randomLength; len(base) > max {
+		base = base[:max]
+	}
+	return base + utilrand.String(randomLength)
 }

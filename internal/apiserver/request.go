@@ -109,7 +109,8 @@ func verbOf(r *http.Request, ri *requestInfo) string {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		if ri.name == "" {
-			if w := r.URL.Query().Get("watch"); w == "true" || w == "1" {
+			// As upstream's bool parameters: any value but 0 or false.
+			if w, ok := r.URL.Query()["watch"]; ok && w[0] != "0" && !strings.EqualFold(w[0], "false") {
 				return "watch"
 			}
 			return "list"

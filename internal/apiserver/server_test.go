@@ -37,6 +37,18 @@ func (nsStrategy) PrepareForCreate(obj runtime.Object) {
 // the extra resources.
 func newTestServer(t *testing.T, extra ...*registry.Resource) (*Server, kubernetes.Interface) {
 	t.Helper()
+	s, url := startTestServer(t, extra...)
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, cs
+}
+
+// startTestServer serves a Server of configmaps, pods, namespaces and
+// extra over plain HTTP at the URL it returns.
+func startTestServer(t *testing.T, extra ...*registry.Resource) (*Server, string) {
+	t.Helper()
 	cli := storagetest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	set, err := registry.NewSet(append([]*registry.Resource{configmap.Resource(), pod.Resource(), {
@@ -60,11 +72,7 @@ func newTestServer(t *testing.T, extra ...*registry.Resource) (*Server, kubernet
 		hs.Close()
 		cancel()
 	})
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: hs.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, cs
+	return s, hs.URL
 }
 
 func TestConfigMapLifecycle(t *testing.T) {

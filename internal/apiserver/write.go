@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,17 +39,22 @@ func readBody(r *http.Request) ([]byte, error) {
 	return data, nil
 }
 
-// fieldValidation returns the request's fieldValidation directive, Warn by
+// fieldValidation is the directive of validated write options, Warn by
 // default as upstream.
-func fieldValidation(r *http.Request) (string, error) {
-	v := r.URL.Query().Get("fieldValidation")
-	switch v {
-	case "":
-		return metav1.FieldValidationWarn, nil
-	case metav1.FieldValidationIgnore, metav1.FieldValidationWarn, metav1.FieldValidationStrict:
-		return v, nil
+func fieldValidation(given string) string {
+	if given == "" {
+		return metav1.FieldValidationWarn
 	}
-	return "", apierrors.NewBadRequest(fmt.Sprintf("fieldValidation: Invalid value: %q: must be one of: Ignore, Warn, Strict", v))
+	return given
+}
+
+// optionsInvalid is upstream's 422 for bad query options of kind (say
+// CreateOptions): `CreateOptions.meta.k8s.io "" is invalid: ...`.
+func optionsInvalid(kind string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 }
 
 // addWarnings sends warnings the way kubectl prints them ("Warning: ...").
@@ -110,30 +116,18 @@ func unsupportedMedia(ct string) error {
 
 // managerName is the field manager of a write: the fieldManager parameter,
 // else the client's user agent up to the first "/", as upstream.
-func managerName(r *http.Request, given string) (string, error) {
+func managerName(r *http.Request, given string) string {
 	if given != "" {
-		if len(given) > 128 {
-			return "", apierrors.NewBadRequest("fieldManager: Too long: may not be more than 128 bytes")
-		}
-		return given, nil
+		return given
 	}
 	ua := r.UserAgent()
 	if i := strings.Index(ua, "/"); i >= 0 {
 		ua = ua[:i]
 	}
-	if len(ua) > 128 {
-		ua = ua[:128]
+	if len(ua) > metav1validation.FieldManagerMaxLength {
+		ua = ua[:metav1validation.FieldManagerMaxLength]
 	}
-	return ua, nil
-}
-
-func dryRunOf(values []string) (bool, error) {
-	for _, v := range values {
-		if v != metav1.DryRunAll {
-			return false, apierrors.NewBadRequest(fmt.Sprintf("dryRun: Unsupported value: %q: supported values: \"All\"", v))
-		}
-	}
-	return len(values) > 0, nil
+	return ua
 }
 
 func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
@@ -163,7 +157,8 @@ type writeRequest struct {
 }
 
 // readWrite negotiates the answer's format, decodes the options (a
-// Create-, Update- or PatchOptions) and reads the body.
+// Create-, Update- or PatchOptions), reads the body and validates the
+// options as upstream does, all errors in one 422.
 func readWrite(r *http.Request, opts runtime.Object) (*writeRequest, error) {
 	f, err := negotiate(r)
 	if err != nil {
@@ -172,33 +167,30 @@ func readWrite(r *http.Request, opts runtime.Object) (*writeRequest, error) {
 	if err := decodeQuery(r, opts); err != nil {
 		return nil, err
 	}
-	var dryRun []string
-	var manager string
-	switch o := opts.(type) {
-	case *metav1.CreateOptions:
-		dryRun, manager = o.DryRun, o.FieldManager
-	case *metav1.UpdateOptions:
-		dryRun, manager = o.DryRun, o.FieldManager
-	case *metav1.PatchOptions:
-		dryRun, manager = o.DryRun, o.FieldManager
-	}
-	directive, err := fieldValidation(r)
-	if err != nil {
-		return nil, err
-	}
 	body, err := readBody(r)
 	if err != nil {
 		return nil, err
 	}
-	dr, err := dryRunOf(dryRun)
-	if err != nil {
+	var dryRun []string
+	var manager, directive, kind string
+	var errs field.ErrorList
+	switch o := opts.(type) {
+	case *metav1.CreateOptions:
+		dryRun, manager, directive, kind = o.DryRun, o.FieldManager, o.FieldValidation, "CreateOptions"
+		errs = metav1validation.ValidateCreateOptions(o)
+	case *metav1.UpdateOptions:
+		dryRun, manager, directive, kind = o.DryRun, o.FieldManager, o.FieldValidation, "UpdateOptions"
+		errs = metav1validation.ValidateUpdateOptions(o)
+	case *metav1.PatchOptions:
+		dryRun, manager, directive, kind = o.DryRun, o.FieldManager, o.FieldValidation, "PatchOptions"
+		pt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		errs = metav1validation.ValidatePatchOptions(o, types.PatchType(pt))
+	}
+	if err := optionsInvalid(kind, errs); err != nil {
 		return nil, err
 	}
-	m, err := managerName(r, manager)
-	if err != nil {
-		return nil, err
-	}
-	return &writeRequest{f: plain(f), directive: directive, body: body, o: writeOptions{dryRun: dr, manager: m}}, nil
+	return &writeRequest{f: plain(f), directive: fieldValidation(directive), body: body,
+		o: writeOptions{dryRun: len(dryRun) > 0, manager: managerName(r, manager)}}, nil
 }
 
 // bodyKind is the kind a write to this path carries.
@@ -320,9 +312,6 @@ func (s *Server) servePatch(w http.ResponseWriter, r *http.Request, ri *requestI
 		}
 		if ri.subresource == "scale" {
 			return apierrors.NewBadRequest("server-side apply is not supported on the scale subresource")
-		}
-		if opts.FieldManager == "" {
-			return apierrors.NewBadRequest("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
 		}
 		force := opts.Force != nil && *opts.Force
 		allowCreate = ri.subresource == ""
@@ -462,17 +451,8 @@ func deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 			return nil, err
 		}
 	}
-	if p := opts.PropagationPolicy; p != nil {
-		switch *p {
-		case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan:
-		default:
-			return nil, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "DeleteOptions"}, "",
-				field.ErrorList{field.NotSupported(field.NewPath("propagationPolicy"), *p, []string{"Foreground", "Background", "Orphan", "nil"})})
-		}
-		if opts.OrphanDependents != nil {
-			return nil, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "DeleteOptions"}, "",
-				field.ErrorList{field.Invalid(field.NewPath("propagationPolicy"), *p, "orphanDependents and deletionPropagation cannot be both set")})
-		}
+	if err := optionsInvalid("DeleteOptions", metav1validation.ValidateDeleteOptions(opts)); err != nil {
+		return nil, err
 	}
 	return opts, nil
 }
@@ -486,10 +466,7 @@ func (s *Server) serveDelete(w http.ResponseWriter, r *http.Request, ri *request
 	if err != nil {
 		return err
 	}
-	dryRun, err := dryRunOf(opts.DryRun)
-	if err != nil {
-		return err
-	}
+	dryRun := len(opts.DryRun) > 0
 	obj, deleted, err := s.remove(r.Context(), ri.res, ri.namespace, ri.name, opts, dryRun)
 	if err != nil {
 		return err
@@ -520,14 +497,14 @@ func (s *Server) serveDeleteCollection(w http.ResponseWriter, r *http.Request, r
 	if err := decodeQuery(r, lopts); err != nil {
 		return err
 	}
+	if err := validateList(lopts, false); err != nil {
+		return err
+	}
 	opts, err := deleteOptions(r)
 	if err != nil {
 		return err
 	}
-	dryRun, err := dryRunOf(opts.DryRun)
-	if err != nil {
-		return err
-	}
+	dryRun := len(opts.DryRun) > 0
 	sel, err := newSelector(ri.res, lopts.LabelSelector, lopts.FieldSelector)
 	if err != nil {
 		return err

@@ -14,9 +14,10 @@ import (
 // (Table, PartialObjectMetadata) the API server answers with.
 var Scheme = newScheme()
 
-// Codecs encodes and decodes JSON, YAML and protobuf for Scheme; its JSON and
-// YAML decoders have strict variants for fieldValidation.
-var Codecs = serializer.NewCodecFactory(Scheme, serializer.EnableStrict)
+// Codecs encodes and decodes JSON, YAML and protobuf for Scheme. Its
+// decoders drop unknown fields (fieldValidation=Ignore); the JSON and YAML
+// ones have strict variants (StrictSerializer) for Warn and Strict.
+var Codecs = serializer.NewCodecFactory(Scheme)
 
 func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()

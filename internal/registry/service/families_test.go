@@ -97,6 +97,8 @@ func TestClusterIPValidation(t *testing.T) {
 		}, "spec.clusterIPs: Invalid value: [\"10.96.0.6\"]: first value must match `clusterIP`"},
 		{"bad IP", single, func(s *corev1.Service) { s.Spec.ClusterIP = "10.96.0.500" },
 			`spec.clusterIPs[0]: Invalid value: "10.96.0.500": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)`},
+		{"leading zeros", single, func(s *corev1.Service) { s.Spec.ClusterIP = "010.96.0.50" },
+			`spec.clusterIPs[0]: Invalid value: "010.96.0.50": must not have leading 0s`},
 		{"None among others", dual, func(s *corev1.Service) {
 			s.Spec.ClusterIP, s.Spec.ClusterIPs = "None", []string{"None", "fd00::1"}
 		}, `spec.clusterIPs: Invalid value: ["None","fd00::1"]: 'None' must be the first and only value`},

@@ -330,7 +330,8 @@ func validateClusterIPsRelated(svc *corev1.Service) field.ErrorList {
 			}
 			continue
 		}
-		if e := validate.IP(ip, ipsPath.Index(i)); len(e) > 0 {
+		// Cluster IPs never held lenient forms: the allocator refused them.
+		if e := validate.StrictIP(ip, ipsPath.Index(i), nil); len(e) > 0 {
 			badIPs = true
 			errs = append(errs, e...)
 		}

@@ -79,6 +79,13 @@ func IP(ip string, path *field.Path) field.ErrorList {
 	return validation.IsValidIPForLegacyField(path, ip, false, nil)
 }
 
+// StrictIP checks an IP address as upstream's legacy fields do with
+// StrictIPCIDRValidation on (the default since 1.36): no leading zeros, no
+// IPv4-mapped IPv6, unless the value is one of old's (stored before).
+func StrictIP(ip string, path *field.Path, old []string) field.ErrorList {
+	return validation.IsValidIPForLegacyField(path, ip, true, old)
+}
+
 // NonSpecialIP rejects addresses that make no sense as a service or endpoint
 // address: unspecified, loopback and link-local ones.
 func NonSpecialIP(ip string, path *field.Path) field.ErrorList {
