@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/cluster"
 	"github.com/svcnet/svcnet/internal/nodenet"
+	"github.com/svcnet/svcnet/internal/storage"
 )
 
 func main() {
@@ -42,6 +43,7 @@ func apiServerFlags(cmd *cobra.Command) *cluster.APIServerOptions {
 	f.StringSliceVar(&o.EtcdServers, "etcd-servers", nil, "external etcd client URLs (default: embedded etcd in the data dir)")
 	f.StringVar(&o.EtcdClientURL, "etcd-client-url", "http://127.0.0.1:2379", "client URL of the embedded etcd (for etcdctl)")
 	f.StringVar(&o.EtcdPeerURL, "etcd-peer-url", "http://127.0.0.1:2380", "peer URL of the embedded etcd")
+	f.Int64Var(&o.EtcdQuotaBackendBytes, "etcd-quota-backend-bytes", storage.DefaultQuotaBackendBytes, "size of the embedded etcd's database past which it refuses writes (etcd's --quota-backend-bytes); svcnet compacts, defragments and lifts the alarm once deletes free space")
 	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", cluster.DefaultServiceClusterIPRange, "CIDR (or two, comma-separated, one per IP family) Service cluster IPs are allocated from")
 	f.StringVar(&o.ServiceNodePortRange, "service-node-port-range", cluster.DefaultServiceNodePortRange, "port range NodePort Services are allocated from")
 	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "address listed in the kubernetes Service's endpoints (default: the bind address; up: the control-plane node's IP, where it also serves)")

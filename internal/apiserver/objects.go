@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -98,6 +99,12 @@ func storageError(err error, res *registry.Resource, name string) error {
 		return apierrors.NewConflict(gr, name, errors.New(optimisticLockMsg))
 	case errors.Is(err, storage.ErrTooLarge):
 		return apierrors.NewRequestEntityTooLargeError(err.Error())
+	case errors.Is(err, storage.ErrNoSpace):
+		// Upstream passes etcd's error on as it is: a 500 without a
+		// reason, whose message kubectl prints after "Error from server".
+		return &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: storage.ErrNoSpace.Error(),
+		}}
 	}
 	var c *storage.CompactedError
 	if errors.As(err, &c) {

@@ -168,6 +168,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "[-]etcd failed: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
+	// A full etcd still reads: ready is what takes writes.
+	if r.URL.Path == "/readyz" || strings.HasPrefix(r.URL.Path, "/readyz/") {
+		if err := storage.NoSpace(ctx, s.store.Client); err != nil {
+			http.Error(w, "[-]etcd failed: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	_, _ = w.Write([]byte("ok"))

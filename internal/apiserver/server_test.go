@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,7 +50,12 @@ func newTestServer(t *testing.T, extra ...*registry.Resource) (*Server, kubernet
 // extra over plain HTTP at the URL it returns.
 func startTestServer(t *testing.T, extra ...*registry.Resource) (*Server, string) {
 	t.Helper()
-	cli := storagetest.Start(t)
+	return startTestServerOn(t, storagetest.Start(t), extra...)
+}
+
+// startTestServerOn is startTestServer on the etcd of cli.
+func startTestServerOn(t *testing.T, cli *clientv3.Client, extra ...*registry.Resource) (*Server, string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	set, err := registry.NewSet(append([]*registry.Resource{configmap.Resource(), pod.Resource(), {
 		Kind: corev1.SchemeGroupVersion.WithKind("Namespace"), Resource: "namespaces", Singular: "namespace",

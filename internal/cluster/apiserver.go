@@ -34,6 +34,10 @@ import (
 	"github.com/svcnet/svcnet/internal/storage"
 )
 
+// maintenanceInterval is how often the embedded etcd's database is looked
+// after (storage.Embedded.RunMaintenance).
+const maintenanceInterval = 10 * time.Second
+
 // KubernetesVersion is the upstream release whose API svcnet serves: the
 // k8s.io/api version in go.mod.
 const KubernetesVersion = "v1.37.2"
@@ -64,6 +68,9 @@ type APIServerOptions struct {
 	// it may be a load balancer's.)
 	ServeAdvertised bool
 	AdvertiseNetNS  string
+	// EtcdQuotaBackendBytes is the embedded member's quota (0: etcd's 2
+	// GiB); RunMaintenance keeps it usable.
+	EtcdQuotaBackendBytes int64
 	// EtcdLog, if set, gets the embedded etcd's own log (etcd's JSON
 	// lines, info level); otherwise it logs only what is fatal.
 	EtcdLog io.Writer
@@ -137,6 +144,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	if len(endpoints) == 0 {
 		e, err := storage.StartEmbedded(ctx, storage.EmbeddedConfig{
 			Dir: filepath.Join(o.DataDir, "etcd"), ClientURL: o.EtcdClientURL, PeerURL: o.EtcdPeerURL, Log: o.EtcdLog,
+			QuotaBackendBytes: o.EtcdQuotaBackendBytes,
 		})
 		if err != nil {
 			return nil, err
@@ -218,6 +226,9 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		go func() {
 			store.RunCompactor(compactCtx, 5*time.Minute)
 		}()
+		if a.embedded != nil {
+			go a.embedded.RunMaintenance(compactCtx, cli, maintenanceInterval)
+		}
 		go repair.Run(compactCtx, repairInterval)
 		endpointsDone := make(chan struct{})
 		go func() {

@@ -2,8 +2,11 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // RunCompactor compacts etcd's history every interval, keeping the changes
@@ -21,7 +24,8 @@ func (s *Store) RunCompactor(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		if last > 0 {
-			if _, err := s.Client.Compact(ctx, last); err != nil && ctx.Err() == nil {
+			// Maintenance of a full member may have compacted further.
+			if _, err := s.Client.Compact(ctx, last); err != nil && ctx.Err() == nil && !errors.Is(err, rpctypes.ErrCompacted) {
 				slog.Warn("etcd compaction failed", "revision", last, "err", err)
 			}
 		}

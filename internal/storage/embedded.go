@@ -31,11 +31,15 @@ type EmbeddedConfig struct {
 	// Log, if set, gets etcd's own log at info level, as etcd writes it
 	// (JSON lines); otherwise etcd logs only what is fatal, to stderr.
 	Log io.Writer
+	// QuotaBackendBytes is etcd's --quota-backend-bytes: past it etcd
+	// raises its NOSPACE alarm and refuses writes (0: etcd's 2 GiB).
+	QuotaBackendBytes int64
 }
 
 // Embedded is a running embedded etcd member.
 type Embedded struct {
 	etcd      *embed.Etcd
+	quota     int64
 	ClientURL string
 	// Started is when the member started.
 	Started time.Time
@@ -78,6 +82,7 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	}
 	// Watch progress notifications drive the API server's watch bookmarks.
 	cfg.WatchProgressNotifyInterval = 30 * time.Second
+	cfg.QuotaBackendBytes = c.QuotaBackendBytes
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -95,7 +100,11 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd in %s not ready after 60s", c.Dir)
 	}
-	return &Embedded{etcd: e, ClientURL: curl.String(), Started: started}, nil
+	quota := c.QuotaBackendBytes
+	if quota <= 0 {
+		quota = DefaultQuotaBackendBytes
+	}
+	return &Embedded{etcd: e, quota: quota, ClientURL: curl.String(), Started: started}, nil
 }
 
 // Close stops the member; every acknowledged write is already on disk.

@@ -23,6 +23,9 @@ var (
 	ErrConflict = errors.New("revision conflict")
 	// ErrTooLarge: etcd refused the request as too large.
 	ErrTooLarge = errors.New("etcdserver: request is too large")
+	// ErrNoSpace: etcd's NOSPACE alarm is raised; it takes reads and
+	// deletes only, until space is freed and the alarm disarmed.
+	ErrNoSpace = errors.New("etcdserver: mvcc: database space exceeded")
 )
 
 // CompactedError says a requested revision has been compacted away.
@@ -98,6 +101,9 @@ func (s *Store) encode(obj runtime.Object) ([]byte, error) {
 func wrapEtcd(err error) error {
 	if errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) {
 		return ErrTooLarge
+	}
+	if errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) {
+		return ErrNoSpace
 	}
 	return fmt.Errorf("etcd: %w", err)
 }

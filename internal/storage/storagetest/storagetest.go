@@ -53,8 +53,26 @@ func FreeURL(t testing.TB) string {
 // client for it; both are closed when the test ends.
 func Start(t testing.TB) *clientv3.Client {
 	t.Helper()
+	_, cli := StartEmbedded(t, storage.EmbeddedConfig{})
+	return cli
+}
+
+// StartEmbedded starts an embedded etcd as c says, in a temporary
+// directory on free ports unless c places it, and returns it with a
+// client for it; both are closed when the test ends.
+func StartEmbedded(t testing.TB, c storage.EmbeddedConfig) (*storage.Embedded, *clientv3.Client) {
+	t.Helper()
+	if c.Dir == "" {
+		c.Dir = t.TempDir()
+	}
+	if c.ClientURL == "" {
+		c.ClientURL = FreeURL(t)
+	}
+	if c.PeerURL == "" {
+		c.PeerURL = FreeURL(t)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e, err := storage.StartEmbedded(ctx, storage.EmbeddedConfig{Dir: t.TempDir(), ClientURL: FreeURL(t), PeerURL: FreeURL(t)})
+	e, err := storage.StartEmbedded(ctx, c)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -66,5 +84,5 @@ func Start(t testing.TB) *clientv3.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close(); cancel(); e.Close() })
-	return cli
+	return e, cli
 }
