@@ -106,6 +106,14 @@ func (s *Store) read(ctx context.Context, rev int64) (map[string]stored, error) 
 	return out, nil
 }
 
+// unchanged is the condition that the key is still as st knows it.
+func (st *keyState) unchanged() []clientv3.Cmp {
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.createRev),
+		clientv3.Compare(clientv3.Version(st.key), "=", st.version),
+	}
+}
+
 // load reads the bitmaps into tip.
 func (s *Store) load(ctx context.Context) error {
 	read, err := s.read(ctx, 0)
@@ -163,11 +171,16 @@ func encode(spec string, b *Bitmap) (string, error) {
 
 // Txn is one write's view of the bitmaps: the values it takes and frees
 // commit with the object through the storage.Extra of Commit, or not at
-// all.
+// all, and so do the conditions that the bitmaps it decided from (changed
+// or not: a release of a value the tip lacks) are still those in etcd.
 type Txn struct {
 	store *Store
 	// work holds the changed bitmaps by key, copies of the tip's.
 	work map[string]*Bitmap
+	// read names the keys a decision was taken from.
+	read map[string]bool
+	// fresh: the tip was read from etcd for this transaction.
+	fresh bool
 }
 
 // Begin waits for the store's turn and reads the bitmaps unless the tip
@@ -178,17 +191,32 @@ func (s *Store) Begin(ctx context.Context) (*Txn, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if s.tip == nil {
+	fresh := s.tip == nil
+	if fresh {
 		if err := s.load(ctx); err != nil {
 			<-s.sem
 			return nil, err
 		}
 	}
-	return &Txn{store: s, work: map[string]*Bitmap{}}, nil
+	return &Txn{store: s, work: map[string]*Bitmap{}, read: map[string]bool{}, fresh: fresh}, nil
 }
 
 // Abort ends a transaction that will not be written.
 func (t *Txn) Abort() { <-t.store.sem }
+
+// Fresh reports whether the transaction decided from bitmaps read from
+// etcd for it, rather than from those this store's last write left
+// (another API server may have written since): a refusal ("already
+// allocated", "range is full") from a Txn that is not fresh is to be
+// checked again after AbortStale.
+func (t *Txn) Fresh() bool { return t.fresh }
+
+// AbortStale ends a transaction that will not be written and makes the
+// next one read the bitmaps from etcd.
+func (t *Txn) AbortStale() {
+	t.store.tip = nil
+	<-t.store.sem
+}
 
 // Commit returns what must commit with the object, and settle, to be
 // called with the outcome of the write (nil when committed), which ends the
@@ -202,15 +230,19 @@ func (t *Txn) Commit() (extra storage.Extra, settle func(error), err error) {
 			<-t.store.sem
 			return storage.Extra{}, nil, fmt.Errorf("encode %s: %w", key, err)
 		}
-		extra.If = append(extra.If,
-			clientv3.Compare(clientv3.CreateRevision(key), "=", st.createRev),
-			clientv3.Compare(clientv3.Version(key), "=", st.version))
+		extra.If = append(extra.If, st.unchanged()...)
 		extra.Then = append(extra.Then, clientv3.OpPut(key, val))
 		n := *st
 		n.version, n.bitmap = st.version+1, b
 		next[key] = &n
 	}
-	if len(next) == 0 {
+	for key := range t.read {
+		if _, changed := t.work[key]; changed {
+			continue
+		}
+		extra.If = append(extra.If, t.store.tip[key].unchanged()...)
+	}
+	if len(extra.If) == 0 {
 		<-t.store.sem
 		return storage.Extra{}, func(error) {}, nil
 	}
@@ -239,6 +271,7 @@ func (t *Txn) bitmap(key string, forWrite bool) (*Bitmap, error) {
 	if st.unusable != nil {
 		return nil, st.unusable
 	}
+	t.read[key] = true
 	if !forWrite {
 		return st.bitmap, nil
 	}

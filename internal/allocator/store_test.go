@@ -148,3 +148,59 @@ func TestRebuildRangeChange(t *testing.T) {
 		t.Fatalf("stored %s", got)
 	}
 }
+
+// Two API servers on one etcd: a release from a store whose cached bitmap
+// lacks the value (another server allocated it since) fails its condition
+// instead of leaving the value set, and a refusal from a cached bitmap is
+// a stale one, not a verdict.
+func TestStoreDecisionsFromAStaleCache(t *testing.T) {
+	ctx := context.Background()
+	cli := storagetest.Start(t)
+	cfg, err := ParseConfig("10.0.0.0/28", "30000-30003")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := NewStore(cli, cfg), NewStore(cli, cfg)
+	rb, _ := a.StartRebuild(ctx, 0)
+	if _, err := rb.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ip := netip.MustParseAddr("10.0.0.5")
+	// b caches the bitmaps with a write of its own.
+	txn, _ := b.Begin(ctx)
+	if err := txn.AllocatePort(30000); err != nil || commit(t, cli, txn) != nil {
+		t.Fatal(err)
+	}
+	// a allocates 10.0.0.5; b, from its cache, releases it.
+	txn, _ = a.Begin(ctx)
+	if err := txn.AllocateIP(ip); err != nil || commit(t, cli, txn) != nil {
+		t.Fatal(err)
+	}
+	stale, _ := b.Begin(ctx)
+	if stale.Fresh() {
+		t.Fatal("b read the bitmaps again without a failed write")
+	}
+	stale.ReleaseIP(ip)
+	if err := commit(t, cli, stale); !errors.Is(err, storage.ErrExtraFailed) {
+		t.Fatalf("release from a cache without the value: %v, want the condition to fail", err)
+	}
+	txn, _ = b.Begin(ctx)
+	if !txn.Fresh() {
+		t.Fatal("b did not read again after its failed write")
+	}
+	txn.ReleaseIP(ip)
+	if err := commit(t, cli, txn); err != nil {
+		t.Fatal(err)
+	}
+	// a's cache still has 10.0.0.5: its refusal is not fresh.
+	txn, _ = a.Begin(ctx)
+	if err := txn.AllocateIP(ip); !errors.Is(err, ErrIPAllocated) || txn.Fresh() {
+		t.Fatalf("allocate from a's cache: %v (fresh %v)", err, txn.Fresh())
+	}
+	txn.AbortStale()
+	txn, _ = a.Begin(ctx)
+	if err := txn.AllocateIP(ip); err != nil || !txn.Fresh() {
+		t.Fatalf("allocate after reading again: %v (fresh %v)", err, txn.Fresh())
+	}
+	txn.Abort()
+}

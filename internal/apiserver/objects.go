@@ -219,6 +219,9 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 			next = s.fields.update(res, "", empty, next, o.manager)
 		}
 		extra, done, err := prepareWrite(ctx, res, next, nil, o.dryRun)
+		if retryExtra(err, &extraRetries) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -308,6 +311,9 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 			return out, false, nil
 		}
 		extra, done, err := prepareWrite(ctx, res, next, cur, o.dryRun)
+		if retryExtra(err, &extraRetries) {
+			continue
+		}
 		if err != nil {
 			return nil, false, err
 		}

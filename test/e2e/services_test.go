@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/internal/allocator"
@@ -492,10 +493,78 @@ func TestServiceTwoAPIServers(t *testing.T) {
 	}
 	checkBitmaps(t, a, a.etcd())
 
+	// Both servers have bitmaps cached. A Service made through one and
+	// deleted through the other frees its IP and port at once, not at the
+	// next repair; the IP can be taken again through the first.
+	leak := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "rp-leak"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 80}}}}
+	made, err := a.clientset().CoreV1().Services("default").Create(context.Background(), leak, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.clientset().CoreV1().Services("default").Delete(context.Background(), "rp-leak", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checkBitmaps(t, a, a.etcd())
+	leak.Spec.ClusterIP = made.Spec.ClusterIP
+	leak.Spec.Ports[0].NodePort = made.Spec.Ports[0].NodePort
+	if _, err := a.clientset().CoreV1().Services("default").Create(context.Background(), leak, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("take %s and %d again after the delete through the other server: %v", made.Spec.ClusterIP, made.Spec.Ports[0].NodePort, err)
+	}
+
+	// 30 s of creates, type flips and deletes through both.
+	churn(t, 30*time.Second, a.clientset(), b.clientset())
+	checkBitmaps(t, a, a.etcd())
+
 	// A stopped API server leaves the endpoints.
 	b.stop()
 	if out := a.must("get", "endpointslice", "kubernetes", "-o", "jsonpath={.endpoints[*].addresses[*]}"); out != "127.0.0.1" {
 		t.Fatalf("kubernetes EndpointSlice after stopping the second API server: %s", out)
+	}
+}
+
+// churn creates, flips between ClusterIP and NodePort, and deletes
+// Services for d, 8 workers on each client, each worker on Services of
+// its own. Errors fail the test.
+func churn(t *testing.T, d time.Duration, clients ...kubernetes.Interface) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*len(clients))
+	for c, cs := range clients {
+		svcs := cs.CoreV1().Services("default")
+		for w := range 8 {
+			wg.Go(func() {
+				for i := 0; ctx.Err() == nil; i++ {
+					name := fmt.Sprintf("churn-%d-%d-%d", c, w, i%4)
+					var err error
+					switch i % 12 / 4 {
+					case 0:
+						_, err = svcs.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+							Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+					case 1:
+						_, err = svcs.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"type":"NodePort"}}`), metav1.PatchOptions{})
+					case 2:
+						// The other client deletes, half the time.
+						target := svcs
+						if i%2 == 1 {
+							target = clients[(c+1)%len(clients)].CoreV1().Services("default")
+						}
+						err = target.Delete(ctx, name, metav1.DeleteOptions{})
+					}
+					if err != nil && ctx.Err() == nil {
+						errs <- fmt.Errorf("%s step %d: %w", name, i, err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 

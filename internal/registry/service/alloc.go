@@ -42,6 +42,12 @@ func (s strategy) PrepareWrite(ctx context.Context, obj, old runtime.Object, dry
 	default:
 		err = op.update(svc, prev)
 	}
+	if err != nil && !txn.Fresh() {
+		// Refused from what this server's last write left: another API
+		// server may have freed the value since. Read again and retry.
+		txn.AbortStale()
+		return storage.Extra{}, nil, fmt.Errorf("%w: %w", storage.ErrExtraFailed, err)
+	}
 	if err != nil || dryRun {
 		txn.Abort()
 		return storage.Extra{}, func(error) {}, err
