@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,6 +50,9 @@ type NodeOptions struct {
 	ListenInNodeNamespace bool
 	// Labels are added to the Node's (the kubelet's --node-labels).
 	Labels map[string]string
+	// EvictionPressureTransitionPeriod is how long the node reports a
+	// pressure condition after its signal was last seen (default 5m).
+	EvictionPressureTransitionPeriod time.Duration
 	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
 	ClusterDNS    string
 	ClusterDomain string
@@ -118,21 +122,22 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		}
 	})
 	nodeErr := node.Run(ctx, node.Config{
-		NodeName:              name,
-		REST:                  cfg,
-		DataDir:               dir,
-		NetNS:                 o.NetNS,
-		NodeIP:                ip,
-		ServiceRanges:         serviceRanges,
-		ListenAddress:         o.ListenAddress,
-		ListenInNodeNamespace: o.ListenInNodeNamespace,
-		Labels:                o.Labels,
-		ClusterDNS:            o.ClusterDNS,
-		ClusterDomain:         o.ClusterDomain,
-		Images:                images,
-		StopPodsOnExit:        o.StopPodsOnExit,
-		Version:               KubernetesVersion,
-		StaticPods:            append(append([]node.StaticPod{}, o.StaticPods...), proxyLog.staticPod(o, name)),
+		NodeName:                 name,
+		REST:                     cfg,
+		DataDir:                  dir,
+		NetNS:                    o.NetNS,
+		NodeIP:                   ip,
+		ServiceRanges:            serviceRanges,
+		ListenAddress:            o.ListenAddress,
+		ListenInNodeNamespace:    o.ListenInNodeNamespace,
+		Labels:                   o.Labels,
+		ClusterDNS:               o.ClusterDNS,
+		ClusterDomain:            o.ClusterDomain,
+		PressureTransitionPeriod: o.EvictionPressureTransitionPeriod,
+		Images:                   images,
+		StopPodsOnExit:           o.StopPodsOnExit,
+		Version:                  KubernetesVersion,
+		StaticPods:               append(append([]node.StaticPod{}, o.StaticPods...), proxyLog.staticPod(o, name)),
 	})
 	cancel()
 	wg.Wait()

@@ -70,6 +70,9 @@ type Config struct {
 	ListenInNodeNamespace bool
 	// Labels are added to the Node's own (the kubelet's --node-labels).
 	Labels map[string]string
+	// PressureTransitionPeriod is the kubelet's
+	// --eviction-pressure-transition-period (default 5m).
+	PressureTransitionPeriod time.Duration
 	// ClusterDNS and ClusterDomain go into pods' resolv.conf.
 	ClusterDNS    string
 	ClusterDomain string
@@ -126,6 +129,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = "cluster.local"
 	}
+	if cfg.PressureTransitionPeriod == 0 {
+		cfg.PressureTransitionPeriod = defaultPressureTransitionPeriod
+	}
 	if cfg.MaxPods == 0 {
 		cfg.MaxPods = 110
 	}
@@ -175,7 +181,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	if a.nodeIP, err = a.pickNodeIP(nsPath); err != nil {
 		return err
 	}
-	reg := &registration{agent: a}
+	reg := &registration{agent: a, disk: newDiskPressure(a.cfg.DataDir, a.cfg.PressureTransitionPeriod)}
 	podCIDR, err := reg.register(ctx)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -41,6 +42,7 @@ type registration struct {
 	port     int32
 	ready    bool
 	reported time.Time
+	disk     *diskPressure
 }
 
 // register creates or adopts the Node and waits until node IPAM has given
@@ -66,6 +68,7 @@ func (r *registration) register(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("register node %s: %w", a.cfg.NodeName, err)
 	}
+	r.conditionEvents(changedConditions(nil, node.Status))
 	slog.Info("node registered; waiting for a pod CIDR from node IPAM", "node", a.cfg.NodeName)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -127,9 +130,12 @@ func (r *registration) reportStatus(ctx context.Context, force bool) error {
 			apiequality.Semantic.DeepEqual(n.Status.Addresses, st.Addresses) {
 			return nil
 		}
+		events := changedConditions(&n.Status, st)
 		n.Status = st
 		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		wrote = err == nil
+		if wrote = err == nil; wrote {
+			r.conditionEvents(events)
+		}
 		return err
 	})
 	if err != nil {
@@ -139,6 +145,24 @@ func (r *registration) reportStatus(ctx context.Context, force bool) error {
 		r.reported = time.Now()
 	}
 	return nil
+}
+
+// conditionEvents records the kubelet's Node events of changed conditions.
+func (r *registration) conditionEvents(events []string) {
+	name := r.agent.cfg.NodeName
+	ref := &corev1.ObjectReference{Kind: "Node", Name: name, UID: types.UID(name)}
+	for _, ev := range events {
+		r.agent.recorder.Eventf(ref, corev1.EventTypeNormal, ev, "Node %s status is now: %s", name, ev)
+	}
+}
+
+func hasCondition(st corev1.NodeStatus, t corev1.NodeConditionType, s corev1.ConditionStatus) bool {
+	for _, c := range st.Conditions {
+		if c.Type == t {
+			return c.Status == s
+		}
+	}
+	return false
 }
 
 func sameConditions(a, b corev1.NodeStatus) bool {
@@ -237,6 +261,13 @@ func (r *registration) status(old *corev1.NodeStatus) corev1.NodeStatus {
 		}
 		return c
 	}
+	disk := cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure")
+	if pressure, signal := r.disk.observe(now.Time); pressure {
+		disk = cond(corev1.NodeDiskPressure, corev1.ConditionTrue, "KubeletHasDiskPressure", "kubelet has disk pressure")
+		if old == nil || !hasCondition(*old, corev1.NodeDiskPressure, corev1.ConditionTrue) {
+			slog.Warn("node under disk pressure: new pods are not scheduled here", "node", a.cfg.NodeName, "path", r.disk.path, "signal", signal)
+		}
+	}
 	ready := cond(corev1.NodeReady, corev1.ConditionFalse, "KubeletNotReady",
 		"container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:the node has no pod CIDR yet")
 	if r.ready {
@@ -247,7 +278,7 @@ func (r *registration) status(old *corev1.NodeStatus) corev1.NodeStatus {
 		Allocatable: alloc,
 		Conditions: []corev1.NodeCondition{
 			cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-			cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+			disk,
 			cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
 			ready,
 		},

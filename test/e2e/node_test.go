@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -518,5 +520,58 @@ func TestNodeGracefulDelete(t *testing.T) {
 	}
 	if err := syscall.Kill(st.PID, 0); err == nil {
 		t.Errorf("container process %d still alive after the delete", st.PID)
+	}
+}
+
+// TestNodeDiskPressure: a node whose disk has less than 15% available (the
+// kubelet's imagefs.available threshold) reports DiskPressure, records
+// NodeHasDiskPressure, gets the disk-pressure taint and takes no new
+// pods; once space is back and the pressure transition period has passed,
+// the pod is scheduled and runs.
+func TestNodeDiskPressure(t *testing.T) {
+	m := newMachine(t)
+	run(t, "mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", m.varLib)
+	t.Cleanup(func() { run(t, "umount", "-l", m.varLib) })
+	c := startOnMachine(t, m, "--eviction-pressure-transition-period", "2s", "--disable", "coredns")
+	node := c.must("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}")
+	var fs unix.Statfs_t
+	if err := unix.Statfs(m.varLib, &fs); err != nil {
+		t.Fatal(err)
+	}
+	// Leave 10% of the disk available.
+	fill := filepath.Join(m.varLib, "fill")
+	size := int64(fs.Bavail)*fs.Bsize - int64(fs.Blocks)*fs.Bsize/10
+	f, err := os.Create(fill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
+		t.Fatalf("fill the disk: %v", err)
+	}
+	f.Close()
+	eventually(t, 60*time.Second, func() string {
+		out, _ := c.kubectl("", "get", "node", node, "-o", `jsonpath={.status.conditions[?(@.type=="DiskPressure")].status}/{.status.conditions[?(@.type=="DiskPressure")].reason} {.spec.taints[*].key}`)
+		if out != "True/KubeletHasDiskPressure node.kubernetes.io/disk-pressure" {
+			return "node DiskPressure and taints: " + out
+		}
+		return ""
+	})
+	if out := c.must("get", "events", "--field-selector", "involvedObject.kind=Node,reason=NodeHasDiskPressure", "-o", "jsonpath={.items[*].message}"); out != "Node "+node+" status is now: NodeHasDiskPressure" {
+		t.Errorf("NodeHasDiskPressure events: %q", out)
+	}
+	c.must("run", "late", "--image=nginx")
+	eventually(t, 30*time.Second, func() string {
+		out := c.must("get", "events", "--field-selector", "involvedObject.name=late,reason=FailedScheduling", "-o", "jsonpath={.items[*].message}")
+		if !strings.Contains(out, "1 node(s) had untolerated taint(s)") {
+			return "FailedScheduling of a pod under disk pressure: " + out
+		}
+		return ""
+	})
+	if err := os.Remove(fill); err != nil {
+		t.Fatal(err)
+	}
+	c.must("wait", "--for=condition=Ready", "pod/late", "--timeout=60s")
+	if out := c.jsonpath("node", node, `{.status.conditions[?(@.type=="DiskPressure")].status}`); out != "False" {
+		t.Errorf("DiskPressure once space is back: %s", out)
 	}
 }
