@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -73,8 +74,14 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	if c.Log != nil {
 		// etcd's format, its default level.
 		cfg.LogLevel = "info"
-		core := zapcore.NewCore(zapcore.NewJSONEncoder(logutil.DefaultZapLoggerConfig.EncoderConfig), zapcore.AddSync(c.Log), zap.InfoLevel)
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(core, zap.AddCaller(), zap.ErrorOutput(zapcore.AddSync(c.Log))))
+		// What makes etcd exit (a full disk: the WAL cannot be written)
+		// also goes to stderr: the log file may be on that disk.
+		enc := zapcore.NewJSONEncoder(logutil.DefaultZapLoggerConfig.EncoderConfig)
+		core := zapcore.NewTee(
+			zapcore.NewCore(enc, zapcore.AddSync(c.Log), zap.InfoLevel),
+			zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zap.DPanicLevel),
+		)
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(core, zap.AddCaller(), zap.ErrorOutput(zapcore.Lock(os.Stderr))))
 	} else {
 		// etcd logs its own shutdown as errors; real failures reach Err().
 		cfg.LogLevel = "fatal"
