@@ -371,3 +371,40 @@ func TestUpWithoutRoot(t *testing.T) {
 
 // nobody is the unprivileged user.
 const nobody = 65534
+
+// TestDNSOutlivesControlPlane: while `svcnet up` is down (killed), the
+// coredns pods and the node's rules stay, so names keep resolving, from
+// the node and from pods, until up is back and adopts them.
+func TestDNSOutlivesControlPlane(t *testing.T) {
+	m := newMachine(t)
+	c := startOnMachine(t, m)
+	c.must("run", "asker", "--image=busybox", "--", "sh", "-c",
+		"while true; do if nslookup kubernetes.default.svc.cluster.local >/dev/null 2>&1; then echo ok; else echo FAIL; fi; sleep 0.2; done")
+	c.must("wait", "--for=condition=Ready", "pod/asker", "--timeout=60s")
+	r := resolver{nsPath: netns.Path(m.name), server: "10.96.0.10:53"}
+	ask := func() string {
+		resp, err := r.exchange(t, "udp", "kubernetes.default.svc.cluster.local.", dns.TypeA)
+		if err != nil || resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 1 {
+			return fmt.Sprintf("%v %v", err, resp)
+		}
+		return ""
+	}
+	if f := ask(); f != "" {
+		t.Fatalf("kube-dns before the kill: %s", f)
+	}
+	c.kill()
+	// Ten seconds without a control plane, asked every 100ms.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if f := ask(); f != "" {
+			t.Fatalf("kube-dns while up is down: %s", f)
+		}
+	}
+	c.start()
+	if f := ask(); f != "" {
+		t.Errorf("kube-dns after up is back: %s", f)
+	}
+	logs := c.must("logs", "asker")
+	if strings.Contains(logs, "FAIL") || strings.Count(logs, "ok") < 20 {
+		t.Errorf("the pod's lookups across the outage:\n%s", logs)
+	}
+}
