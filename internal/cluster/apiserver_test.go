@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,31 @@ func TestDefaultServiceCIDR(t *testing.T) {
 	}
 	if managers["kube-apiserver"] != "Update " || managers["kubernetes-service-cidr-controller"] != "Apply status" {
 		t.Errorf("managed fields %v", managers)
+	}
+	list, err := cs.Discovery().ServerResourcesForGroupVersion("networking.k8s.io/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]string{}
+	for _, r := range list.APIResources {
+		found[r.Name] = fmt.Sprintf("%s %v %v", r.Kind, r.Namespaced, r.ShortNames)
+	}
+	for name, want := range map[string]string{"servicecidrs": "ServiceCIDR false []", "servicecidrs/status": "ServiceCIDR false []",
+		"ipaddresses": "IPAddress false [ip]"} {
+		if found[name] != want {
+			t.Errorf("discovery of %s: %q, want %q", name, found[name], want)
+		}
+	}
+	// kubectl finds the kinds in OpenAPI v3 (explain, strict validation).
+	doc, err := cs.Discovery().RESTClient().Get().AbsPath("/openapi/v3/apis/networking.k8s.io/v1").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"/apis/networking.k8s.io/v1/servicecidrs/{name}/status"`, `"/apis/networking.k8s.io/v1/ipaddresses/{name}"`,
+		`"io.k8s.api.networking.v1.ServiceCIDR"`, `"io.k8s.api.networking.v1.IPAddress"`} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("OpenAPI v3 of networking.k8s.io/v1 lacks %s", want)
+		}
 	}
 	if testing.Short() {
 		return
