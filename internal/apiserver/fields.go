@@ -58,9 +58,10 @@ func (f *fieldManagers) update(res *registry.Resource, sub string, live, next ru
 	return fm.UpdateNoErrors(live, next, manager)
 }
 
-// apply merges an applied configuration into live as manager.
-func (f *fieldManagers) apply(res *registry.Resource, live, applied runtime.Object, manager string, force bool) (runtime.Object, error) {
-	fm, err := f.get(res, "")
+// apply merges an applied configuration into live as manager, through
+// the subresource sub ("" or "status").
+func (f *fieldManagers) apply(res *registry.Resource, sub string, live, applied runtime.Object, manager string, force bool) (runtime.Object, error) {
+	fm, err := f.get(res, sub)
 	if err != nil {
 		return nil, err
 	}

@@ -200,10 +200,14 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 	res.Strategy.Default(obj)
 	res.Strategy.PrepareForCreate(obj)
 	generated := a.GetName() == "" && a.GetGenerateName() != ""
+	nameFrom := res.GenerateName
+	if nameFrom == nil {
+		nameFrom = generateName
+	}
 	extraRetries := 0
 	for attempt := 0; ; attempt++ {
 		if generated {
-			a.SetName(generateName(a.GetGenerateName()))
+			a.SetName(nameFrom(a.GetGenerateName()))
 		}
 		if err := s.validateCreate(res, obj); err != nil {
 			return nil, err

@@ -29,7 +29,9 @@ func (s *Server) table(res *registry.Resource, objs []runtime.Object, include me
 	t := &metav1.Table{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "Table"}}
 	if !noHeaders {
 		for _, c := range cols {
-			t.ColumnDefinitions = append(t.ColumnDefinitions, c.TableColumnDefinition)
+			if !c.Undeclared {
+				t.ColumnDefinitions = append(t.ColumnDefinitions, c.TableColumnDefinition)
+			}
 		}
 	}
 	t.Rows = make([]metav1.TableRow, 0, len(objs))

@@ -405,7 +405,7 @@ func (s *Server) applyPatch(ri *requestInfo, cur runtime.Object, body []byte, ma
 		a.SetNamespace(ri.namespace)
 	}
 	live.GetObjectKind().SetGroupVersionKind(ri.res.Kind)
-	out, err := s.fields.apply(ri.res, live, u, manager, force)
+	out, err := s.fields.apply(ri.res, writeSubresource(ri), live, u, manager, force)
 	if err != nil {
 		return nil, err
 	}

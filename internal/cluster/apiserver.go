@@ -26,7 +26,9 @@ import (
 
 	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/apiserver"
+	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/controlplane/defaultservicecidr"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/internal/registry"
@@ -199,8 +201,14 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	repair := &controlplane.Repair{Store: store, Alloc: alloc, Events: loopback.CoreV1()}
 	kubeSvc := &controlplane.KubernetesService{Client: loopback, Store: store, Etcd: cli,
 		ServiceIP: ranges.ServiceCIDRs[0].First(), Address: advertise, Port: int32(portNum)}
+	serviceCIDRs := make([]string, len(ranges.ServiceCIDRs))
+	for i, r := range ranges.ServiceCIDRs {
+		serviceCIDRs[i] = r.String()
+	}
+	defaultCIDR := defaultservicecidr.New(loopback, serviceCIDRs,
+		controller.NewRecorder(ctx, loopback, defaultservicecidr.ControllerName))
 	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = bootstrap(bctx, srv, repair, kubeSvc)
+	err = bootstrap(bctx, srv, repair, kubeSvc, defaultCIDR)
 	cancel()
 	if err != nil {
 		a.stopStorage()
@@ -230,14 +238,19 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 			go a.embedded.RunMaintenance(compactCtx, cli, maintenanceInterval)
 		}
 		go repair.Run(compactCtx, repairInterval)
-		endpointsDone := make(chan struct{})
+		endpointsDone, cidrDone := make(chan struct{}), make(chan struct{})
 		go func() {
 			kubeSvc.Run(ctx)
 			close(endpointsDone)
 		}()
+		go func() {
+			defaultCIDR.Run(ctx)
+			close(cidrDone)
+		}()
 		err := srv.Serve(ctx, tlsConfig, lns...)
 		stop()
 		<-endpointsDone // it leaves the endpoints through etcd
+		<-cidrDone
 		a.stopStorage()
 		a.done <- err
 	}()
@@ -302,16 +315,21 @@ func listen(bind string, also *netip.Addr, alsoNetNS string) ([]net.Listener, er
 const repairInterval = 3 * time.Minute
 
 // bootstrap prepares the store before the API is served: the initial
-// namespaces, the allocation bitmaps repaired from the stored Services, and
-// the kubernetes Service with this API server in its endpoints.
-func bootstrap(ctx context.Context, srv *apiserver.Server, repair *controlplane.Repair, kubeSvc *controlplane.KubernetesService) error {
+// namespaces, the allocation bitmaps repaired from the stored Services,
+// the kubernetes Service with this API server in its endpoints, and the
+// default ServiceCIDR.
+func bootstrap(ctx context.Context, srv *apiserver.Server, repair *controlplane.Repair, kubeSvc *controlplane.KubernetesService,
+	defaultCIDR *defaultservicecidr.Controller) error {
 	if err := srv.Bootstrap(ctx); err != nil {
 		return err
 	}
 	if err := repair.RunOnce(ctx); err != nil {
 		return err
 	}
-	return kubeSvc.Start(ctx)
+	if err := kubeSvc.Start(ctx); err != nil {
+		return err
+	}
+	return defaultCIDR.Start(ctx)
 }
 
 // advertiseAddress is the flag's address, else the bind host, else (when

@@ -51,6 +51,10 @@ func (Base) ValidateUpdate(_, _ runtime.Object) field.ErrorList { return nil }
 type Column struct {
 	metav1.TableColumnDefinition
 	Cell func(obj runtime.Object) interface{}
+	// Undeclared gives every row this cell without a column definition,
+	// as upstream's IPAddress printer does with its age: kubectl prints
+	// only the declared columns. Undeclared columns come last.
+	Undeclared bool
 }
 
 // Resource is everything the API server needs to serve one resource.
@@ -64,6 +68,9 @@ type Resource struct {
 
 	// NameValidation checks metadata.name; nil means a DNS-1123 subdomain.
 	NameValidation validation.ValidateNameFunc
+	// GenerateName makes a name from metadata.generateName; nil appends
+	// five random characters, as upstream's SimpleNameGenerator.
+	GenerateName func(base string) string
 	// Status means the kind has a status subresource: the main resource
 	// ignores status changes and a create starts with an empty status.
 	Status bool

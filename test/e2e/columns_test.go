@@ -110,6 +110,11 @@ apiVersion: coordination.k8s.io/v1
 kind: Lease
 metadata: {name: lock}
 spec: {holderIdentity: me}
+---
+apiVersion: networking.k8s.io/v1
+kind: IPAddress
+metadata: {name: 10.96.0.200}
+spec: {parentRef: {resource: services, namespace: default, name: web}}
 `
 
 // TestGetColumnsPerKind checks the header of `kubectl get` (and -o wide)
@@ -133,6 +138,8 @@ func TestGetColumnsPerKind(t *testing.T) {
 		{"ingressclasses", "NAME CONTROLLER PARAMETERS AGE", ""},
 		{"ingresses", "NAME CLASS HOSTS ADDRESS PORTS AGE", ""},
 		{"leases", "NAME HOLDER AGE", ""},
+		{"servicecidrs", "NAME CIDRS AGE", ""},
+		{"ipaddresses", "NAME PARENTREF", ""},
 	}
 	for _, tc := range cases {
 		out := c.must("get", tc.kind)
@@ -162,6 +169,8 @@ func TestGetColumnsPerKind(t *testing.T) {
 		{[]string{"get", "pods"}, "one", 2, "Pending"},
 		{[]string{"get", "nodes"}, "node-a", 1, "Unknown"},
 		{[]string{"get", "pvc"}, "claim", 1, "Pending"},
+		{[]string{"get", "servicecidr"}, "kubernetes", 1, "10.96.0.0/12"},
+		{[]string{"get", "ip"}, "10.96.0.200", 1, "services/default/web"},
 	}
 	for _, ck := range checks {
 		_, row := tableRow(t, c.must(ck.args...), ck.name)

@@ -7,8 +7,10 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/endpointslice"
 	"github.com/svcnet/svcnet/internal/registry/ingress"
 	"github.com/svcnet/svcnet/internal/registry/ingressclass"
+	"github.com/svcnet/svcnet/internal/registry/ipaddress"
 	"github.com/svcnet/svcnet/internal/registry/lease"
 	"github.com/svcnet/svcnet/internal/registry/replicaset"
+	"github.com/svcnet/svcnet/internal/registry/servicecidr"
 	"github.com/svcnet/svcnet/internal/registry/statefulset"
 	"github.com/svcnet/svcnet/internal/registry/storageclass"
 )
@@ -25,6 +27,8 @@ func groups() []*registry.Resource {
 		endpointslice.Resource(),
 		ingress.Resource(),
 		ingressclass.Resource(),
+		servicecidr.Resource(),
+		ipaddress.Resource(),
 		storageclass.Resource(),
 		lease.Resource(),
 	}
