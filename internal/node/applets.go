@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -59,13 +60,18 @@ func appletDir(dataDir, host string) (string, error) {
 }
 
 // withApplets puts the applet directory of image's host binary, if the
-// image table plays image with one, first on env's PATH.
+// image table plays image with one, first on env's PATH, or that of its
+// Applets binary last.
 func withApplets(dataDir string, images ImageTable, image string, env []string) ([]string, error) {
 	img, ok := images[imageName(image)]
-	if !ok || img.Host == "" {
+	host, first := img.Host, true
+	if host == "" {
+		host, first = img.Applets, false
+	}
+	if !ok || host == "" {
 		return env, nil
 	}
-	dir, err := appletDir(dataDir, img.Host)
+	dir, err := appletDir(dataDir, host)
 	if err != nil {
 		return nil, err
 	}
@@ -74,8 +80,12 @@ func withApplets(dataDir string, images ImageTable, image string, env []string) 
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			found = true
-			if !strings.HasPrefix(v, dir+":") && v != dir {
+			switch {
+			case slices.Contains(filepath.SplitList(v), dir):
+			case first:
 				kv = "PATH=" + dir + ":" + v
+			default:
+				kv = "PATH=" + v + ":" + dir
 			}
 		}
 		out = append(out, kv)

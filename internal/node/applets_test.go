@@ -32,6 +32,11 @@ func TestWithAppletsPutsTheImagesBinFirst(t *testing.T) {
 	if err != nil || !slices.Equal(again, got) {
 		t.Fatalf("second application = %v (%v), want %v", again, err, got)
 	}
+	// agnhost's tools: the PATH's own, then busybox's applets.
+	ag, err := withApplets(data, DefaultImages(), "registry.k8s.io/e2e-test-images/agnhost:2.53", env)
+	if err != nil || !slices.Contains(ag, "PATH=/usr/bin:/bin:"+dir) {
+		t.Fatalf("agnhost env = %v (%v), want the applet dir last on PATH", ag, err)
+	}
 	// Images not played by a host binary keep their env.
 	same, err := withApplets(data, DefaultImages(), "nginx", env)
 	if err != nil || strings.Join(same, " ") != strings.Join(env, " ") {

@@ -31,6 +31,10 @@ type Image struct {
 	// Binaries are paths inside the image that mean the built-in program
 	// when a container's command names them (agnhost's /agnhost).
 	Binaries []string `json:"binaries,omitempty"`
+	// Applets is a multi-call host binary (busybox) whose applets fill in
+	// the image's tools after the PATH's own, as an Alpine base image's
+	// busybox does under the packages installed over it.
+	Applets string `json:"applets,omitempty"`
 }
 
 // ImageTable maps image names (without tag or digest, docker.io/library/
@@ -39,7 +43,9 @@ type ImageTable map[string]Image
 
 // DefaultImages make upstream's tutorial manifests run unchanged.
 func DefaultImages() ImageTable {
-	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}}
+	// agnhost's image is Alpine with bind-tools, curl, netcat-openbsd and
+	// iproute2 over busybox: the host's tools first, busybox for the rest.
+	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}, Applets: "busybox"}
 	pause := Image{Builtin: builtin.Pause, Binaries: []string{"/pause", "pause"}}
 	busybox := Image{Host: "busybox", Cmd: []string{"sh"}}
 	coredns := Image{Builtin: builtin.CoreDNS, Binaries: []string{"/coredns", "coredns"}}
