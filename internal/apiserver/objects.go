@@ -372,12 +372,17 @@ func (s *Server) prepareUpdate(res *registry.Resource, ns, name, sub string, cur
 			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", uid, ca.GetUID()))
 	}
 	if sub == "status" {
-		// A status write changes status and nothing else.
+		// A status write changes status and metadata, never spec, as
+		// upstream's status strategies; some keep more (StatusUpdater).
 		next := withStatusOf(cur, desired)
 		na, _ := meta.Accessor(next)
 		na.SetManagedFields(a.GetManagedFields())
-		if res.StatusAnnotations {
-			na.SetAnnotations(a.GetAnnotations())
+		na.SetLabels(a.GetLabels())
+		na.SetAnnotations(a.GetAnnotations())
+		na.SetFinalizers(a.GetFinalizers())
+		na.SetOwnerReferences(a.GetOwnerReferences())
+		if su, ok := res.Strategy.(registry.StatusUpdater); ok {
+			su.PrepareForStatusUpdate(next, cur)
 		}
 		desired, a = next, na
 	}

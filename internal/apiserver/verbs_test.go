@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -119,14 +120,16 @@ func TestStatusDryRunAndFinalizers(t *testing.T) {
 	if up.Status.Phase != corev1.NamespaceActive || up.Labels["x"] != "y" {
 		t.Fatalf("main update: phase %q labels %v", up.Status.Phase, up.Labels)
 	}
+	// As upstream's status strategies: status and metadata, never spec.
 	up.Status.Phase = corev1.NamespaceTerminating
-	up.Labels = nil
+	up.Labels = map[string]string{"x": "z"}
+	up.Spec.Finalizers = append(up.Spec.Finalizers, "example.com/extra")
 	st, err := nss.UpdateStatus(ctx, up, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Status.Phase != corev1.NamespaceTerminating || st.Labels["x"] != "y" {
-		t.Fatalf("status update: phase %q labels %v", st.Status.Phase, st.Labels)
+	if st.Status.Phase != corev1.NamespaceTerminating || st.Labels["x"] != "z" || slices.Contains(st.Spec.Finalizers, "example.com/extra") {
+		t.Fatalf("status update: phase %q labels %v spec %v", st.Status.Phase, st.Labels, st.Spec)
 	}
 
 	// dryRun validates and stores nothing.

@@ -76,10 +76,6 @@ type Resource struct {
 	Status bool
 	// KeepStatusOnCreate keeps the status given on create (nodes, events).
 	KeepStatusOnCreate bool
-	// StatusAnnotations means a status write stores metadata.annotations
-	// too, as upstream's Deployment status strategy lets it: the
-	// deployment controller records the revision that way.
-	StatusAnnotations bool
 	// Generation means metadata.generation starts at 1 and is bumped on every
 	// spec change.
 	Generation bool
@@ -173,6 +169,16 @@ func (s *Set) GroupVersions() []schema.GroupVersion {
 		return out[i].Version < out[j].Version
 	})
 	return out
+}
+
+// StatusUpdater is implemented by strategies whose status writes keep some
+// of the stored metadata.
+type StatusUpdater interface {
+	// PrepareForStatusUpdate carries over from old the metadata a status
+	// write may not change (upstream's status strategy): by default it
+	// stores status and metadata (labels, annotations, finalizers, owner
+	// references), never spec.
+	PrepareForStatusUpdate(obj, old runtime.Object)
 }
 
 // Deleter is implemented by strategies whose objects are not removed at once

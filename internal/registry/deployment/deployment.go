@@ -45,7 +45,6 @@ func Resource() *registry.Resource {
 		Columns:    columns,
 		// The deployment controller writes its revision annotation
 		// through the status, which must not bump the generation.
-		StatusAnnotations: true,
 	})
 }
 
@@ -84,6 +83,13 @@ func (strategy) PrepareForUpdate(obj, old runtime.Object) {
 	if apiequality.Semantic.DeepEqual(d.Spec, oldD.Spec) && !apiequality.Semantic.DeepEqual(d.Annotations, oldD.Annotations) {
 		d.Generation = oldD.Generation + 1
 	}
+}
+
+// PrepareForStatusUpdate keeps the labels, as upstream's Deployment
+// status strategy: a status write stores annotations (the deployment
+// controller records the revision that way) but not labels.
+func (strategy) PrepareForStatusUpdate(obj, old runtime.Object) {
+	obj.(*appsv1.Deployment).Labels = old.(*appsv1.Deployment).Labels
 }
 
 func (strategy) Validate(obj runtime.Object) field.ErrorList {

@@ -267,3 +267,14 @@ func TestColumns(t *testing.T) {
 		t.Errorf("columns\n got %v\nwant %v", got, want)
 	}
 }
+
+// A status write keeps the stored labels and takes the annotations.
+func TestStatusUpdateKeepsLabels(t *testing.T) {
+	old := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}}
+	cur := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "other"},
+		Annotations: map[string]string{"deployment.kubernetes.io/revision": "2"}}}
+	strategy{}.PrepareForStatusUpdate(cur, old)
+	if cur.Labels["app"] != "web" || cur.Annotations["deployment.kubernetes.io/revision"] != "2" {
+		t.Errorf("after a status write: labels %v annotations %v", cur.Labels, cur.Annotations)
+	}
+}

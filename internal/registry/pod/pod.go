@@ -62,6 +62,13 @@ func (strategy) PrepareForUpdate(obj, _ runtime.Object) {
 	admitTolerations(obj.(*corev1.Pod))
 }
 
+// PrepareForStatusUpdate keeps the owner references, as upstream's pod
+// status strategy: old kubelets corrupted them, breaking garbage
+// collection.
+func (strategy) PrepareForStatusUpdate(obj, old runtime.Object) {
+	obj.(*corev1.Pod).OwnerReferences = old.(*corev1.Pod).OwnerReferences
+}
+
 func (strategy) Validate(obj runtime.Object) field.ErrorList {
 	return validateCreate(obj.(*corev1.Pod))
 }
