@@ -73,14 +73,8 @@ var conditionEvents = map[corev1.NodeConditionType]map[corev1.ConditionStatus]st
 func changedConditions(old *corev1.NodeStatus, cur corev1.NodeStatus) []string {
 	var events []string
 	for _, c := range cur.Conditions {
-		changed := true
-		if old != nil {
-			for _, o := range old.Conditions {
-				if o.Type == c.Type {
-					changed = o.Status != c.Status
-				}
-			}
-		}
+		o := nodeCondition(old, c.Type)
+		changed := o == nil || o.Status != c.Status
 		if ev := conditionEvents[c.Type][c.Status]; changed && ev != "" {
 			events = append(events, ev)
 		}

@@ -156,13 +156,18 @@ func (r *registration) conditionEvents(events []string) {
 	}
 }
 
-func hasCondition(st corev1.NodeStatus, t corev1.NodeConditionType, s corev1.ConditionStatus) bool {
-	for _, c := range st.Conditions {
-		if c.Type == t {
-			return c.Status == s
+// nodeCondition is st's condition of type t, nil when st is nil or
+// has none.
+func nodeCondition(st *corev1.NodeStatus, t corev1.NodeConditionType) *corev1.NodeCondition {
+	if st == nil {
+		return nil
+	}
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == t {
+			return &st.Conditions[i]
 		}
 	}
-	return false
+	return nil
 }
 
 func sameConditions(a, b corev1.NodeStatus) bool {
@@ -252,19 +257,15 @@ func (r *registration) status(old *corev1.NodeStatus) corev1.NodeStatus {
 	now := metav1.Now()
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
 		c := corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
-		if old != nil {
-			for _, o := range old.Conditions {
-				if o.Type == t && o.Status == s {
-					c.LastTransitionTime = o.LastTransitionTime
-				}
-			}
+		if o := nodeCondition(old, t); o != nil && o.Status == s {
+			c.LastTransitionTime = o.LastTransitionTime
 		}
 		return c
 	}
 	disk := cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure")
 	if pressure, signal := r.disk.observe(now.Time); pressure {
 		disk = cond(corev1.NodeDiskPressure, corev1.ConditionTrue, "KubeletHasDiskPressure", "kubelet has disk pressure")
-		if old == nil || !hasCondition(*old, corev1.NodeDiskPressure, corev1.ConditionTrue) {
+		if o := nodeCondition(old, corev1.NodeDiskPressure); o == nil || o.Status != corev1.ConditionTrue {
 			slog.Warn("node under disk pressure: new pods are not scheduled here", "node", a.cfg.NodeName, "path", r.disk.path, "signal", signal)
 		}
 	}
