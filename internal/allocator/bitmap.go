@@ -1,14 +1,15 @@
-// Package allocator hands out Service cluster IPs and node ports from
-// bitmaps, as upstream's pkg/registry/core/service/{allocator,ipallocator,
-// portallocator} do. A range (a CIDR or a port range) numbers its usable
-// values 0..size-1; a Bitmap records which are taken. Dynamic picks prefer
-// the upper band of a range so that values users choose themselves from the
-// lower, "static" band rarely collide (KEPs 3070 and 3668).
+// Package allocator hands out Service cluster IPs and node ports, as
+// upstream's pkg/registry/core/service/{ipallocator,portallocator} do. A
+// range (a CIDR or a port range) numbers its usable values 0..size-1; a
+// Bitmap records which are taken. Dynamic picks prefer the upper band of a
+// range so that values users choose themselves from the lower, "static"
+// band rarely collide (KEPs 3070 and 3668).
 //
-// The bitmaps are persisted in etcd as RangeAllocation objects, one key per
-// range (see Store), and every change to them is committed in the same etcd
-// transaction as the Service write that caused it: a bitmap always equals
-// the set of values held by stored Services.
+// Cluster IPs are IPAddress objects, one per address (see Addresses); node
+// ports are a bitmap persisted in etcd as a RangeAllocation object (see
+// Store). Either way every change is committed in the same etcd
+// transaction as the Service write that caused it, so what is stored as
+// taken always equals what stored Services hold.
 package allocator
 
 import (
@@ -55,18 +56,28 @@ func (b *Bitmap) Allocate(i int) bool {
 // AllocateNext takes a free value: a random scan of the upper (dynamic)
 // band first, then of the static band. It returns false when both are full.
 func (b *Bitmap) AllocateNext() (int, bool) {
+	i, ok := b.NextFree(nil)
+	if ok {
+		b.Allocate(i)
+	}
+	return i, ok
+}
+
+// NextFree chooses the value AllocateNext would take, without taking it;
+// skip, when set, rules out more values.
+func (b *Bitmap) NextFree(skip func(i int) bool) (int, bool) {
 	if b.count >= b.size {
 		return 0, false
 	}
-	if i, ok := b.scan(b.offset, b.size); ok {
+	if i, ok := b.scan(b.offset, b.size, skip); ok {
 		return i, true
 	}
-	return b.scan(0, b.offset)
+	return b.scan(0, b.offset, skip)
 }
 
-// scan takes the first free value of [lo, hi) from a random start,
+// scan finds the first free value of [lo, hi) from a random start,
 // wrapping around inside the band.
-func (b *Bitmap) scan(lo, hi int) (int, bool) {
+func (b *Bitmap) scan(lo, hi int, skip func(int) bool) (int, bool) {
 	n := hi - lo
 	if n <= 0 {
 		return 0, false
@@ -74,9 +85,7 @@ func (b *Bitmap) scan(lo, hi int) (int, bool) {
 	start := rand.IntN(n)
 	for k := 0; k < n; k++ {
 		i := lo + (start+k)%n
-		if b.bits.Bit(i) == 0 {
-			b.bits.SetBit(b.bits, i, 1)
-			b.count++
+		if b.bits.Bit(i) == 0 && (skip == nil || !skip(i)) {
 			return i, true
 		}
 	}

@@ -6,8 +6,11 @@ import (
 	"net/netip"
 	"strings"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/svcnet/svcnet/internal/storage"
 )
 
 // Upstream's allocator errors; clients match on their text.
@@ -234,3 +237,19 @@ func (c *Config) Primary() corev1.IPFamily { return c.ServiceCIDRs[0].Family() }
 
 // DualStack reports whether both families are configured.
 func (c *Config) DualStack() bool { return len(c.ServiceCIDRs) == 2 }
+
+// Services is what Service writes allocate from: the cluster IPs and the
+// node ports of one Config.
+type Services struct {
+	IPs   *Addresses
+	Ports *Store
+}
+
+// NewServices returns the allocators of cfg over etcd; codec stores the
+// IPAddress objects.
+func NewServices(client *clientv3.Client, cfg *Config, codec storage.Codec) Services {
+	return Services{IPs: NewAddresses(client, cfg, codec), Ports: NewStore(client, cfg)}
+}
+
+// Config is the allocators' ranges.
+func (s Services) Config() *Config { return s.Ports.Config() }

@@ -5,65 +5,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
 )
 
-// ErrRebuildConflict: a bitmap changed after the revision a rebuild was
-// computed at; list the Services again and retry.
+// ErrRebuildConflict: the node port bitmap changed after the revision a
+// rebuild was computed at; list the Services again and retry.
 var ErrRebuildConflict = errors.New("allocation bitmaps changed during the rebuild")
 
-// ErrFamilyNotConfigured: an address of an IP family that has no service
-// CIDR on this cluster.
-var ErrFamilyNotConfigured = errors.New("IP family is not configured on this cluster")
-
-// Rebuild computes every bitmap anew from the values the stored Services
-// hold, for the repair: a bitmap is rewritten when its range changed or it
-// disagrees with the Services.
+// Rebuild computes the node port bitmap anew from the ports the stored
+// Services hold, for the repair: the bitmap is rewritten when its range
+// changed or it disagrees with the Services.
 type Rebuild struct {
 	store  *Store
-	stored map[string]stored
-	// fresh are the rebuilt bitmaps by key.
-	fresh map[string]*Bitmap
-	// The stored bitmaps decoded over the ranges they were stored with
-	// (which differ from the configured ones when the flags changed);
-	// absent where there is nothing usable.
-	storedIPs   map[corev1.IPFamily]storedIPs
+	stored stored
+	found  bool
+	fresh  *Bitmap
+	// The stored bitmap decoded over the range it was stored with (which
+	// differs from the configured one when the flag changed); nil when
+	// there is nothing usable.
 	storedPorts *Bitmap
 	storedRange *PortRange
 }
 
-type storedIPs struct {
-	rng    *IPRange
-	bitmap *Bitmap
-}
-
-// StartRebuild reads the stored bitmaps at revision rev, the revision the
-// Services were listed at, and starts empty ones beside them.
+// StartRebuild reads the stored bitmap at revision rev, the revision the
+// Services were listed at, and starts an empty one beside it.
 func (s *Store) StartRebuild(ctx context.Context, rev int64) (*Rebuild, error) {
-	read, err := s.read(ctx, rev)
+	got, ok, err := s.read(ctx, rev)
 	if err != nil {
 		return nil, err
 	}
-	r := &Rebuild{store: s, stored: read, fresh: map[string]*Bitmap{}, storedIPs: map[corev1.IPFamily]storedIPs{}}
-	for i, rng := range s.cfg.ServiceCIDRs {
-		r.fresh[ipKey(i)] = rng.NewBitmap()
-		got, ok := read[ipKey(i)]
-		if !ok {
-			continue
-		}
-		was, err := ParseIPRange(got.ra.Range)
-		if err != nil || was.Family() != rng.Family() {
-			continue // nothing usable to compare with
-		}
-		if bm := was.NewBitmap(); bm.SetBytes(got.ra.Data) == nil {
-			r.storedIPs[rng.Family()] = storedIPs{rng: was, bitmap: bm}
-		}
-	}
-	r.fresh[NodePortsKey] = s.cfg.NodePorts.NewBitmap()
-	if got, ok := read[NodePortsKey]; ok {
+	r := &Rebuild{store: s, stored: got, found: ok, fresh: s.cfg.NodePorts.NewBitmap()}
+	if ok {
 		if was, err := ParsePortRange(got.ra.Range); err == nil {
 			if bm := was.NewBitmap(); bm.SetBytes(got.ra.Data) == nil {
 				r.storedPorts, r.storedRange = bm, was
@@ -73,46 +46,14 @@ func (s *Store) StartRebuild(ctx context.Context, rev int64) (*Rebuild, error) {
 	return r, nil
 }
 
-func (r *Rebuild) ipKeyOf(family corev1.IPFamily) (string, *IPRange) {
-	for i, rng := range r.store.cfg.ServiceCIDRs {
-		if rng.Family() == family {
-			return ipKey(i), rng
-		}
-	}
-	return "", nil
-}
-
-// UseIP marks an address in use. It reports whether the stored bitmap had
-// it; errors: ErrFamilyNotConfigured, ErrMismatchedNetwork or
-// IPNotInRangeError (out of range), ErrIPAllocated (used twice).
-func (r *Rebuild) UseIP(ip netip.Addr) (stored bool, err error) {
-	family := FamilyOf(ip)
-	key, rng := r.ipKeyOf(family)
-	if rng == nil {
-		return false, ErrFamilyNotConfigured
-	}
-	i, err := rng.Index(ip)
-	if err != nil {
-		return false, err
-	}
-	if !r.fresh[key].Allocate(i) {
-		return true, ErrIPAllocated
-	}
-	was, ok := r.storedIPs[family]
-	if !ok {
-		return false, nil
-	}
-	j, err := was.rng.Index(ip)
-	return err == nil && was.bitmap.Has(j), nil
-}
-
-// UsePort marks a node port in use, like UseIP.
+// UsePort marks a node port in use. It reports whether the stored bitmap
+// had it; errors: PortNotInRangeError, ErrPortAllocated (used twice).
 func (r *Rebuild) UsePort(port int) (stored bool, err error) {
 	i, err := r.store.cfg.NodePorts.Index(port)
 	if err != nil {
 		return false, err
 	}
-	if !r.fresh[NodePortsKey].Allocate(i) {
+	if !r.fresh.Allocate(i) {
 		return true, ErrPortAllocated
 	}
 	if r.storedPorts == nil {
@@ -122,62 +63,38 @@ func (r *Rebuild) UsePort(port int) (stored bool, err error) {
 	return err == nil && r.storedPorts.Has(j), nil
 }
 
-// Leaked lists the values the stored bitmaps hold that no Service uses.
-func (r *Rebuild) Leaked() (ips []netip.Addr, ports []int) {
-	for _, was := range r.storedIPs {
-		key, rng := r.ipKeyOf(was.rng.Family())
-		was.bitmap.ForEach(func(j int) {
-			ip := was.rng.Addr(j)
-			if i, err := rng.Index(ip); err != nil || !r.fresh[key].Has(i) {
-				ips = append(ips, ip)
-			}
-		})
-	}
+// Leaked lists the ports the stored bitmap holds that no Service uses.
+func (r *Rebuild) Leaked() (ports []int) {
 	if r.storedPorts != nil {
 		r.storedPorts.ForEach(func(j int) {
 			port := r.storedRange.Base + j
-			if i, err := r.store.cfg.NodePorts.Index(port); err != nil || !r.fresh[NodePortsKey].Has(i) {
+			if i, err := r.store.cfg.NodePorts.Index(port); err != nil || !r.fresh.Has(i) {
 				ports = append(ports, port)
 			}
 		})
 	}
-	return ips, ports
+	return ports
 }
 
-// Commit writes the rebuilt bitmaps that differ from the stored ones and
-// returns their keys; ErrRebuildConflict when one was written since.
-func (r *Rebuild) Commit(ctx context.Context) ([]string, error) {
-	specs := map[string]string{NodePortsKey: r.store.cfg.NodePorts.String()}
-	for i, rng := range r.store.cfg.ServiceCIDRs {
-		specs[ipKey(i)] = rng.String()
+// Commit writes the rebuilt bitmap if it differs from the stored one and
+// reports whether it did; ErrRebuildConflict when it was written since.
+func (r *Rebuild) Commit(ctx context.Context) (bool, error) {
+	spec := r.store.cfg.NodePorts.String()
+	if r.found && r.stored.ra.Range == spec && bytes.Equal(r.stored.ra.Data, r.fresh.Bytes()) {
+		return false, nil
 	}
-	var keys []string
-	txn := r.store.client.Txn(ctx)
-	var ifs []clientv3.Cmp
-	var puts []clientv3.Op
-	for key, b := range r.fresh {
-		got, ok := r.stored[key]
-		if ok && got.ra.Range == specs[key] && bytes.Equal(got.ra.Data, b.Bytes()) {
-			continue
-		}
-		val, err := encode(specs[key], b)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s: %w", key, err)
-		}
-		keys = append(keys, key)
-		ifs = append(ifs, clientv3.Compare(clientv3.ModRevision(key), "=", got.modRev))
-		puts = append(puts, clientv3.OpPut(key, val))
+	val, err := encode(spec, r.fresh)
+	if err != nil {
+		return false, fmt.Errorf("encode %s: %w", NodePortsKey, err)
 	}
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	resp, err := txn.If(ifs...).Then(puts...).Commit()
+	resp, err := r.store.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(NodePortsKey), "=", r.stored.modRev)).
+		Then(clientv3.OpPut(NodePortsKey, val)).Commit()
 	r.store.invalidate()
 	if err != nil {
-		return nil, fmt.Errorf("write rebuilt bitmaps: %w", err)
+		return false, fmt.Errorf("write rebuilt bitmap: %w", err)
 	}
 	if !resp.Succeeded {
-		return nil, ErrRebuildConflict
+		return false, ErrRebuildConflict
 	}
-	return keys, nil
+	return true, nil
 }

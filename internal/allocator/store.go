@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -24,30 +23,29 @@ const (
 	NodePortsKey           = RangesPrefix + "servicenodeports"
 )
 
-// Store keeps the bitmaps of a Config in etcd.
+// Store keeps the node port bitmap of a Config in etcd.
 //
-// Every write of a bitmap key is conditioned on the key's etcd version (a
+// Every write of the bitmap is conditioned on the key's etcd version (a
 // per-key write counter) and create revision being those the bitmap was
 // computed from, so a write applies to exactly the state it saw, whichever
 // API server made it. This API server makes one such write at a time:
 // concurrent ones would only fail each other's conditions (etcd may apply
-// them in any order). It remembers the bitmaps its last write left, so it
-// reads them again only when a write failed on them (another API server,
-// or the repair, wrote them since) or failed in an unknown way.
+// them in any order). It remembers the bitmap its last write left, so it
+// reads it again only when a write failed on it (another API server, or
+// the repair, wrote it since) or failed in an unknown way.
 type Store struct {
 	cfg    *Config
 	client *clientv3.Client
 	// sem admits one Txn at a time, from Begin until its write is
 	// settled, and guards tip.
 	sem chan struct{}
-	// tip is, by key, the state after the last write or read; nil when
-	// the keys must be read again.
-	tip map[string]*keyState
+	// tip is the state after the last write or read; nil when the key
+	// must be read again.
+	tip *keyState
 }
 
-// keyState is one bitmap key as read or last written.
+// keyState is the bitmap key as read or last written.
 type keyState struct {
-	key, spec          string
 	createRev, version int64 // of the key in etcd; 0 when it is missing
 	bitmap             *Bitmap
 	// unusable says why the bitmap cannot be used: the key is missing
@@ -55,22 +53,13 @@ type keyState struct {
 	unusable error
 }
 
-// NewStore returns a Store of cfg's ranges in etcd.
+// NewStore returns a Store of cfg's node ports in etcd.
 func NewStore(client *clientv3.Client, cfg *Config) *Store {
 	return &Store{cfg: cfg, client: client, sem: make(chan struct{}, 1)}
 }
 
 // Config is the store's ranges.
 func (s *Store) Config() *Config { return s.cfg }
-
-// keyResource names the allocation kind in upstream's "at this time"
-// error.
-func keyResource(key string) string {
-	if key == NodePortsKey {
-		return "servicenodeportallocations"
-	}
-	return "serviceipallocations"
-}
 
 func ipKey(i int) string {
 	if i == 0 {
@@ -85,74 +74,70 @@ type stored struct {
 	modRev, createRev, version int64
 }
 
-// read returns the bitmap keys at revision rev (0: the latest).
-func (s *Store) read(ctx context.Context, rev int64) (map[string]stored, error) {
-	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+// decodeRange reads a stored RangeAllocation.
+func decodeRange(value []byte) (*corev1.RangeAllocation, error) {
+	ra := &corev1.RangeAllocation{}
+	if err := json.Unmarshal(value, ra); err != nil {
+		return nil, err
+	}
+	return ra, nil
+}
+
+// read returns the node port key at revision rev (0: the latest); ok is
+// false when it is missing.
+func (s *Store) read(ctx context.Context, rev int64) (got stored, ok bool, err error) {
+	var opts []clientv3.OpOption
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
-	resp, err := s.client.Get(ctx, RangesPrefix, opts...)
+	resp, err := s.client.Get(ctx, NodePortsKey, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("read allocation bitmaps: %w", err)
+		return stored{}, false, fmt.Errorf("read node port bitmap: %w", err)
 	}
-	out := map[string]stored{}
-	for _, kv := range resp.Kvs {
-		ra := &corev1.RangeAllocation{}
-		if err := json.Unmarshal(kv.Value, ra); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
-		}
-		out[string(kv.Key)] = stored{ra: ra, modRev: kv.ModRevision, createRev: kv.CreateRevision, version: kv.Version}
+	if len(resp.Kvs) == 0 {
+		return stored{}, false, nil
 	}
-	return out, nil
+	kv := resp.Kvs[0]
+	ra, err := decodeRange(kv.Value)
+	if err != nil {
+		return stored{}, false, fmt.Errorf("decode %s: %w", kv.Key, err)
+	}
+	return stored{ra: ra, modRev: kv.ModRevision, createRev: kv.CreateRevision, version: kv.Version}, true, nil
 }
 
 // unchanged is the condition that the key is still as st knows it.
 func (st *keyState) unchanged() []clientv3.Cmp {
 	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(st.key), "=", st.createRev),
-		clientv3.Compare(clientv3.Version(st.key), "=", st.version),
+		clientv3.Compare(clientv3.CreateRevision(NodePortsKey), "=", st.createRev),
+		clientv3.Compare(clientv3.Version(NodePortsKey), "=", st.version),
 	}
 }
 
-// load reads the bitmaps into tip.
+// load reads the bitmap into tip.
 func (s *Store) load(ctx context.Context) error {
-	read, err := s.read(ctx, 0)
+	got, ok, err := s.read(ctx, 0)
 	if err != nil {
 		return err
 	}
-	tip := map[string]*keyState{}
-	add := func(key, spec string, fresh *Bitmap) error {
-		st := &keyState{key: key, spec: spec}
-		tip[key] = st
-		got, ok := read[key]
-		switch {
-		case !ok:
-			st.unusable = fmt.Errorf("cannot allocate resources of type %s at this time", keyResource(key))
-			return nil
-		case got.ra.Range != spec:
-			st.unusable = errors.New("the provided range does not match the current range")
-		default:
-			if err := fresh.SetBytes(got.ra.Data); err != nil {
-				return fmt.Errorf("decode %s: %w", key, err)
-			}
-			st.bitmap = fresh
+	st := &keyState{}
+	switch spec := s.cfg.NodePorts.String(); {
+	case !ok:
+		st.unusable = errors.New("cannot allocate resources of type servicenodeportallocations at this time")
+	case got.ra.Range != spec:
+		st.unusable = errors.New("the provided range does not match the current range")
+	default:
+		fresh := s.cfg.NodePorts.NewBitmap()
+		if err := fresh.SetBytes(got.ra.Data); err != nil {
+			return fmt.Errorf("decode %s: %w", NodePortsKey, err)
 		}
-		st.createRev, st.version = got.createRev, got.version
-		return nil
+		st.bitmap = fresh
 	}
-	for i, r := range s.cfg.ServiceCIDRs {
-		if err := add(ipKey(i), r.String(), r.NewBitmap()); err != nil {
-			return err
-		}
-	}
-	if err := add(NodePortsKey, s.cfg.NodePorts.String(), s.cfg.NodePorts.NewBitmap()); err != nil {
-		return err
-	}
-	s.tip = tip
+	st.createRev, st.version = got.createRev, got.version
+	s.tip = st
 	return nil
 }
 
-// invalidate makes the next Txn read the bitmaps again.
+// invalidate makes the next Txn read the bitmap again.
 func (s *Store) invalidate() {
 	s.sem <- struct{}{}
 	s.tip = nil
@@ -169,22 +154,23 @@ func encode(spec string, b *Bitmap) (string, error) {
 	return string(data), err
 }
 
-// Txn is one write's view of the bitmaps: the values it takes and frees
-// commit with the object through the storage.Extra of Commit, or not at
-// all, and so do the conditions that the bitmaps it decided from (changed
-// or not: a release of a value the tip lacks) are still those in etcd.
+// Txn is one write's view of the node port bitmap: the ports it takes and
+// frees commit with the object through the storage.Extra of Commit, or
+// not at all, and so does the condition that the bitmap it decided from
+// (changed or not: a release of a port the tip lacks) is still the one in
+// etcd.
 type Txn struct {
 	store *Store
-	// work holds the changed bitmaps by key, copies of the tip's.
-	work map[string]*Bitmap
-	// read names the keys a decision was taken from.
-	read map[string]bool
+	// work is the changed bitmap, a copy of the tip's.
+	work *Bitmap
+	// read: a decision was taken from the bitmap.
+	read bool
 	// fresh: the tip was read from etcd for this transaction.
 	fresh bool
 }
 
-// Begin waits for the store's turn and reads the bitmaps unless the tip
-// is known. Commit or Abort must follow.
+// Begin waits for the store's turn and reads the bitmap unless the tip is
+// known. Commit or Abort must follow.
 func (s *Store) Begin(ctx context.Context) (*Txn, error) {
 	select {
 	case s.sem <- struct{}{}:
@@ -198,21 +184,21 @@ func (s *Store) Begin(ctx context.Context) (*Txn, error) {
 			return nil, err
 		}
 	}
-	return &Txn{store: s, work: map[string]*Bitmap{}, read: map[string]bool{}, fresh: fresh}, nil
+	return &Txn{store: s, fresh: fresh}, nil
 }
 
 // Abort ends a transaction that will not be written.
 func (t *Txn) Abort() { <-t.store.sem }
 
-// Fresh reports whether the transaction decided from bitmaps read from
-// etcd for it, rather than from those this store's last write left
+// Fresh reports whether the transaction decided from a bitmap read from
+// etcd for it, rather than from the one this store's last write left
 // (another API server may have written since): a refusal ("already
 // allocated", "range is full") from a Txn that is not fresh is to be
 // checked again after AbortStale.
 func (t *Txn) Fresh() bool { return t.fresh }
 
 // AbortStale ends a transaction that will not be written and makes the
-// next one read the bitmaps from etcd.
+// next one read the bitmap from etcd.
 func (t *Txn) AbortStale() {
 	t.store.tip = nil
 	<-t.store.sem
@@ -220,38 +206,30 @@ func (t *Txn) AbortStale() {
 
 // Commit returns what must commit with the object, and settle, to be
 // called with the outcome of the write (nil when committed), which ends the
-// transaction. The next Txn starts from the bitmaps this one leaves.
+// transaction. The next Txn starts from the bitmap this one leaves.
 func (t *Txn) Commit() (extra storage.Extra, settle func(error), err error) {
-	next := map[string]*keyState{}
-	for key, b := range t.work {
-		st := t.store.tip[key]
-		val, err := encode(st.spec, b)
-		if err != nil {
-			<-t.store.sem
-			return storage.Extra{}, nil, fmt.Errorf("encode %s: %w", key, err)
-		}
-		extra.If = append(extra.If, st.unchanged()...)
-		extra.Then = append(extra.Then, clientv3.OpPut(key, val))
-		n := *st
-		n.version, n.bitmap = st.version+1, b
-		next[key] = &n
-	}
-	for key := range t.read {
-		if _, changed := t.work[key]; changed {
-			continue
-		}
-		extra.If = append(extra.If, t.store.tip[key].unchanged()...)
-	}
-	if len(extra.If) == 0 {
+	st := t.store.tip
+	if !t.read {
 		<-t.store.sem
 		return storage.Extra{}, func(error) {}, nil
+	}
+	extra.If = st.unchanged()
+	next := st
+	if t.work != nil {
+		val, err := encode(t.store.cfg.NodePorts.String(), t.work)
+		if err != nil {
+			<-t.store.sem
+			return storage.Extra{}, nil, fmt.Errorf("encode %s: %w", NodePortsKey, err)
+		}
+		extra.Then = []clientv3.Op{clientv3.OpPut(NodePortsKey, val)}
+		n := *st
+		n.version, n.bitmap = st.version+1, t.work
+		next = &n
 	}
 	return extra, func(err error) {
 		switch {
 		case err == nil:
-			for key, st := range next {
-				t.store.tip[key] = st
-			}
+			t.store.tip = next
 		case errors.Is(err, storage.ErrExists), errors.Is(err, storage.ErrConflict), errors.Is(err, storage.ErrNotFound):
 			// The object's own condition failed: nothing was written
 			// and the tip still holds.
@@ -262,83 +240,21 @@ func (t *Txn) Commit() (extra storage.Extra, settle func(error), err error) {
 	}, nil
 }
 
-// bitmap returns the bitmap of key to read (forWrite false) or change.
-func (t *Txn) bitmap(key string, forWrite bool) (*Bitmap, error) {
-	if b, ok := t.work[key]; ok {
-		return b, nil
+// bitmap returns the bitmap to read (forWrite false) or change.
+func (t *Txn) bitmap(forWrite bool) (*Bitmap, error) {
+	if t.work != nil {
+		return t.work, nil
 	}
-	st := t.store.tip[key]
+	st := t.store.tip
 	if st.unusable != nil {
 		return nil, st.unusable
 	}
-	t.read[key] = true
+	t.read = true
 	if !forWrite {
 		return st.bitmap, nil
 	}
-	b := st.bitmap.clone()
-	t.work[key] = b
-	return b, nil
-}
-
-// ipKeyOf is the key of a family's bitmap, with its range; "" when the
-// family is not configured.
-func (t *Txn) ipKeyOf(family corev1.IPFamily) (string, *IPRange) {
-	for i, r := range t.store.cfg.ServiceCIDRs {
-		if r.Family() == family {
-			return ipKey(i), r
-		}
-	}
-	return "", nil
-}
-
-// AllocateIP takes a chosen address from its family's range.
-func (t *Txn) AllocateIP(ip netip.Addr) error {
-	key, r := t.ipKeyOf(FamilyOf(ip))
-	if r == nil {
-		return ErrMismatchedNetwork
-	}
-	i, err := r.Index(ip)
-	if err != nil {
-		return err
-	}
-	if b, err := t.bitmap(key, false); err != nil {
-		return err
-	} else if b.Has(i) {
-		return ErrIPAllocated
-	}
-	b, _ := t.bitmap(key, true)
-	b.Allocate(i)
-	return nil
-}
-
-// AllocateNextIP takes a free address of a configured family.
-func (t *Txn) AllocateNextIP(family corev1.IPFamily) (netip.Addr, error) {
-	key, r := t.ipKeyOf(family)
-	if b, err := t.bitmap(key, false); err != nil {
-		return netip.Addr{}, err
-	} else if b.Free() == 0 {
-		return netip.Addr{}, ErrFull
-	}
-	b, _ := t.bitmap(key, true)
-	i, _ := b.AllocateNext()
-	return r.Addr(i), nil
-}
-
-// ReleaseIP frees an address; addresses outside the ranges, or of a range
-// whose bitmap cannot be used, are ignored (the repair rebuilds those).
-func (t *Txn) ReleaseIP(ip netip.Addr) {
-	key, r := t.ipKeyOf(FamilyOf(ip))
-	if r == nil {
-		return
-	}
-	i, err := r.Index(ip)
-	if err != nil {
-		return
-	}
-	if b, err := t.bitmap(key, false); err == nil && b.Has(i) {
-		b, _ = t.bitmap(key, true)
-		b.Release(i)
-	}
+	t.work = st.bitmap.clone()
+	return t.work, nil
 }
 
 // AllocatePort takes a chosen node port.
@@ -347,24 +263,24 @@ func (t *Txn) AllocatePort(port int) error {
 	if err != nil {
 		return err
 	}
-	if b, err := t.bitmap(NodePortsKey, false); err != nil {
+	if b, err := t.bitmap(false); err != nil {
 		return err
 	} else if b.Has(i) {
 		return ErrPortAllocated
 	}
-	b, _ := t.bitmap(NodePortsKey, true)
+	b, _ := t.bitmap(true)
 	b.Allocate(i)
 	return nil
 }
 
 // AllocateNextPort takes a free node port.
 func (t *Txn) AllocateNextPort() (int, error) {
-	if b, err := t.bitmap(NodePortsKey, false); err != nil {
+	if b, err := t.bitmap(false); err != nil {
 		return 0, err
 	} else if b.Free() == 0 {
 		return 0, ErrFull
 	}
-	b, _ := t.bitmap(NodePortsKey, true)
+	b, _ := t.bitmap(true)
 	i, _ := b.AllocateNext()
 	return t.store.cfg.NodePorts.Base + i, nil
 }
@@ -375,8 +291,8 @@ func (t *Txn) ReleasePort(port int) {
 	if err != nil {
 		return
 	}
-	if b, err := t.bitmap(NodePortsKey, false); err == nil && b.Has(i) {
-		b, _ = t.bitmap(NodePortsKey, true)
+	if b, err := t.bitmap(false); err == nil && b.Has(i) {
+		b, _ = t.bitmap(true)
 		b.Release(i)
 	}
 }
@@ -387,6 +303,6 @@ func (t *Txn) HasPort(port int) bool {
 	if err != nil {
 		return false
 	}
-	b, err := t.bitmap(NodePortsKey, false)
+	b, err := t.bitmap(false)
 	return err == nil && b.Has(i)
 }

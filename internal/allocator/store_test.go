@@ -3,7 +3,6 @@ package allocator
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,19 +11,26 @@ import (
 	"github.com/svcnet/svcnet/internal/storage/storagetest"
 )
 
-// commit writes a transaction's bitmaps as a Service write would.
-func commit(t *testing.T, cli *clientv3.Client, txn *Txn) error {
+// commit writes a transaction's extra as a Service write would, and
+// settles it with the outcome.
+func commit(t *testing.T, cli *clientv3.Client, extra storage.Extra, settle func(error)) error {
 	t.Helper()
-	extra, settle, err := txn.Commit()
-	if err != nil {
-		t.Fatal(err)
-	}
 	resp, err := cli.Txn(context.Background()).If(extra.If...).Then(extra.Then...).Commit()
 	if err == nil && !resp.Succeeded {
 		err = storage.ErrExtraFailed
 	}
 	settle(err)
 	return err
+}
+
+// commitPorts commits a node port transaction.
+func commitPorts(t *testing.T, cli *clientv3.Client, txn *Txn) error {
+	t.Helper()
+	extra, settle, err := txn.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return commit(t, cli, extra, settle)
 }
 
 func TestStoreAllocatesInEtcd(t *testing.T) {
@@ -36,43 +42,43 @@ func TestStoreAllocatesInEtcd(t *testing.T) {
 	}
 	s := NewStore(cli, cfg)
 
-	// Before the repair created the bitmaps nothing can be allocated.
+	// Before the repair created the bitmap nothing can be allocated.
 	txn, err := s.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := txn.AllocateNextIP("IPv4"); err == nil || err.Error() != "cannot allocate resources of type serviceipallocations at this time" {
-		t.Fatalf("allocate without bitmaps: %v", err)
+	if _, err := txn.AllocateNextPort(); err == nil || err.Error() != "cannot allocate resources of type servicenodeportallocations at this time" {
+		t.Fatalf("allocate without the bitmap: %v", err)
 	}
 	txn.Abort()
 	rb, err := s.StartRebuild(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if keys, err := rb.Commit(ctx); err != nil || len(keys) != 2 {
-		t.Fatalf("rebuild wrote %v, %v", keys, err)
+	if wrote, err := rb.Commit(ctx); err != nil || !wrote {
+		t.Fatalf("rebuild wrote %v, %v", wrote, err)
 	}
 
-	// A /28 has 14 usable addresses, then the range is full.
-	seen := map[netip.Addr]bool{}
+	// Four ports, then the range is full.
+	seen := map[int]bool{30002: true}
 	txn, _ = s.Begin(ctx)
-	for k := 0; k < 14; k++ {
-		ip, err := txn.AllocateNextIP("IPv4")
-		if err != nil || seen[ip] {
-			t.Fatalf("allocation %d: %s, %v", k, ip, err)
-		}
-		seen[ip] = true
-	}
-	if _, err := txn.AllocateNextIP("IPv4"); !errors.Is(err, ErrFull) {
-		t.Fatalf("15th address: %v", err)
-	}
 	if err := txn.AllocatePort(30002); err != nil {
 		t.Fatal(err)
 	}
 	if err := txn.AllocatePort(30002); !errors.Is(err, ErrPortAllocated) {
 		t.Fatalf("port taken twice: %v", err)
 	}
-	if err := commit(t, cli, txn); err != nil {
+	for k := 0; k < 3; k++ {
+		port, err := txn.AllocateNextPort()
+		if err != nil || seen[port] {
+			t.Fatalf("allocation %d: %d, %v", k, port, err)
+		}
+		seen[port] = true
+	}
+	if _, err := txn.AllocateNextPort(); !errors.Is(err, ErrFull) {
+		t.Fatalf("fifth port: %v", err)
+	}
+	if err := commitPorts(t, cli, txn); err != nil {
 		t.Fatal(err)
 	}
 
@@ -80,24 +86,21 @@ func TestStoreAllocatesInEtcd(t *testing.T) {
 	// a stale view fails its condition and the next one reads again.
 	other := NewStore(cli, cfg)
 	stale, _ := other.Begin(ctx)
-	stale.ReleaseIP(netip.MustParseAddr("10.0.0.1"))
+	stale.ReleasePort(30001)
 	txn, _ = s.Begin(ctx)
-	txn.ReleaseIP(netip.MustParseAddr("10.0.0.2"))
-	if err := commit(t, cli, txn); err != nil {
+	txn.ReleasePort(30002)
+	if err := commitPorts(t, cli, txn); err != nil {
 		t.Fatal(err)
 	}
-	if err := commit(t, cli, stale); !errors.Is(err, storage.ErrExtraFailed) {
+	if err := commitPorts(t, cli, stale); !errors.Is(err, storage.ErrExtraFailed) {
 		t.Fatalf("stale write: %v", err)
 	}
 	fresh, _ := other.Begin(ctx)
-	if err := fresh.AllocateIP(netip.MustParseAddr("10.0.0.1")); !errors.Is(err, ErrIPAllocated) {
-		t.Fatalf("10.0.0.1 after the failed release: %v", err)
+	if err := fresh.AllocatePort(30001); !errors.Is(err, ErrPortAllocated) {
+		t.Fatalf("30001 after the failed release: %v", err)
 	}
-	if err := fresh.AllocateIP(netip.MustParseAddr("10.0.0.2")); err != nil {
-		t.Fatalf("10.0.0.2 after its release: %v", err)
-	}
-	if !fresh.HasPort(30002) || fresh.HasPort(30001) {
-		t.Fatal("port bitmap not read back")
+	if err := fresh.AllocatePort(30002); err != nil {
+		t.Fatalf("30002 after its release: %v", err)
 	}
 	fresh.Abort()
 }
@@ -106,10 +109,9 @@ func TestRebuildRangeChange(t *testing.T) {
 	ctx := context.Background()
 	cli := storagetest.Start(t)
 	old, _ := ParseConfig("10.0.0.0/24", "30000-30100")
-	s := NewStore(cli, old)
-	rb, _ := s.StartRebuild(ctx, 0)
-	for _, ip := range []string{"10.0.0.10", "10.0.0.200"} {
-		if _, err := rb.UseIP(netip.MustParseAddr(ip)); err != nil {
+	rb, _ := NewStore(cli, old).StartRebuild(ctx, 0)
+	for _, port := range []int{30010, 30090} {
+		if _, err := rb.UsePort(port); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,34 +119,31 @@ func TestRebuildRangeChange(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The flags now say /25: 10.0.0.10 stays known, 10.0.0.200 is out of
+	// The flag now says 30000-30050: 30010 stays known, 30090 is out of
 	// range, a duplicate is reported, and the range is rewritten.
-	cfg, _ := ParseConfig("10.0.0.0/25", "30000-30100")
+	cfg, _ := ParseConfig("10.0.0.0/24", "30000-30050")
 	rb, err := NewStore(cli, cfg).StartRebuild(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stored, err := rb.UseIP(netip.MustParseAddr("10.0.0.10")); err != nil || !stored {
-		t.Fatalf("10.0.0.10: %v %v", stored, err)
+	if stored, err := rb.UsePort(30010); err != nil || !stored {
+		t.Fatalf("30010: %v %v", stored, err)
 	}
-	if _, err := rb.UseIP(netip.MustParseAddr("10.0.0.10")); !errors.Is(err, ErrIPAllocated) {
+	if _, err := rb.UsePort(30010); !errors.Is(err, ErrPortAllocated) {
 		t.Fatalf("duplicate: %v", err)
 	}
-	if _, err := rb.UseIP(netip.MustParseAddr("10.0.0.200")); !errors.Is(err, ErrMismatchedNetwork) {
+	var notInRange *PortNotInRangeError
+	if _, err := rb.UsePort(30090); !errors.As(err, &notInRange) {
 		t.Fatalf("out of range: %v", err)
 	}
-	if _, err := rb.UseIP(netip.MustParseAddr("fd00::1")); !errors.Is(err, ErrFamilyNotConfigured) {
-		t.Fatalf("IPv6: %v", err)
+	if ports := rb.Leaked(); len(ports) != 1 || ports[0] != 30090 {
+		t.Fatalf("leaked %v", ports)
 	}
-	if ips, _ := rb.Leaked(); len(ips) != 1 || ips[0].String() != "10.0.0.200" {
-		t.Fatalf("leaked %v", ips)
+	if wrote, err := rb.Commit(ctx); err != nil || !wrote {
+		t.Fatalf("rewrote %v, %v", wrote, err)
 	}
-	keys, err := rb.Commit(ctx)
-	if err != nil || len(keys) != 1 || keys[0] != ServiceIPsKey {
-		t.Fatalf("rewrote %v, %v", keys, err)
-	}
-	resp, _ := cli.Get(ctx, ServiceIPsKey)
-	if got := string(resp.Kvs[0].Value); got != `{"kind":"RangeAllocation","apiVersion":"v1","metadata":{},"range":"10.0.0.0/25","data":"AgA="}` {
+	resp, _ := cli.Get(ctx, NodePortsKey)
+	if got := string(resp.Kvs[0].Value); got != `{"kind":"RangeAllocation","apiVersion":"v1","metadata":{},"range":"30000-30050","data":"BAA="}` {
 		t.Fatalf("stored %s", got)
 	}
 }
@@ -156,7 +155,7 @@ func TestRebuildRangeChange(t *testing.T) {
 func TestStoreDecisionsFromAStaleCache(t *testing.T) {
 	ctx := context.Background()
 	cli := storagetest.Start(t)
-	cfg, err := ParseConfig("10.0.0.0/28", "30000-30003")
+	cfg, err := ParseConfig("10.0.0.0/28", "30000-30010")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,41 +164,41 @@ func TestStoreDecisionsFromAStaleCache(t *testing.T) {
 	if _, err := rb.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ip := netip.MustParseAddr("10.0.0.5")
-	// b caches the bitmaps with a write of its own.
+	const port = 30005
+	// b caches the bitmap with a write of its own.
 	txn, _ := b.Begin(ctx)
-	if err := txn.AllocatePort(30000); err != nil || commit(t, cli, txn) != nil {
+	if err := txn.AllocatePort(30000); err != nil || commitPorts(t, cli, txn) != nil {
 		t.Fatal(err)
 	}
-	// a allocates 10.0.0.5; b, from its cache, releases it.
+	// a allocates 30005; b, from its cache, releases it.
 	txn, _ = a.Begin(ctx)
-	if err := txn.AllocateIP(ip); err != nil || commit(t, cli, txn) != nil {
+	if err := txn.AllocatePort(port); err != nil || commitPorts(t, cli, txn) != nil {
 		t.Fatal(err)
 	}
 	stale, _ := b.Begin(ctx)
 	if stale.Fresh() {
-		t.Fatal("b read the bitmaps again without a failed write")
+		t.Fatal("b read the bitmap again without a failed write")
 	}
-	stale.ReleaseIP(ip)
-	if err := commit(t, cli, stale); !errors.Is(err, storage.ErrExtraFailed) {
+	stale.ReleasePort(port)
+	if err := commitPorts(t, cli, stale); !errors.Is(err, storage.ErrExtraFailed) {
 		t.Fatalf("release from a cache without the value: %v, want the condition to fail", err)
 	}
 	txn, _ = b.Begin(ctx)
 	if !txn.Fresh() {
 		t.Fatal("b did not read again after its failed write")
 	}
-	txn.ReleaseIP(ip)
-	if err := commit(t, cli, txn); err != nil {
+	txn.ReleasePort(port)
+	if err := commitPorts(t, cli, txn); err != nil {
 		t.Fatal(err)
 	}
-	// a's cache still has 10.0.0.5: its refusal is not fresh.
+	// a's cache still has 30005: its refusal is not fresh.
 	txn, _ = a.Begin(ctx)
-	if err := txn.AllocateIP(ip); !errors.Is(err, ErrIPAllocated) || txn.Fresh() {
+	if err := txn.AllocatePort(port); !errors.Is(err, ErrPortAllocated) || txn.Fresh() {
 		t.Fatalf("allocate from a's cache: %v (fresh %v)", err, txn.Fresh())
 	}
 	txn.AbortStale()
 	txn, _ = a.Begin(ctx)
-	if err := txn.AllocateIP(ip); err != nil || !txn.Fresh() {
+	if err := txn.AllocatePort(port); err != nil || !txn.Fresh() {
 		t.Fatalf("allocate after reading again: %v (fresh %v)", err, txn.Fresh())
 	}
 	txn.Abort()

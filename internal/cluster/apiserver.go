@@ -161,7 +161,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	}
 	a.client = cli
 	store := storage.New(cli, registry.JSONCodec{})
-	alloc := allocator.NewStore(cli, ranges)
+	alloc := allocator.NewServices(cli, ranges, registry.JSONCodec{})
 
 	set, err := all.Set(alloc)
 	if err != nil {
@@ -238,7 +238,11 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 			go a.embedded.RunMaintenance(compactCtx, cli, maintenanceInterval)
 		}
 		go repair.Run(compactCtx, repairInterval)
-		endpointsDone, cidrDone := make(chan struct{}), make(chan struct{})
+		endpointsDone, cidrDone, ipsDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			alloc.IPs.Run(compactCtx)
+			close(ipsDone)
+		}()
 		go func() {
 			kubeSvc.Run(ctx)
 			close(endpointsDone)
@@ -251,6 +255,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		stop()
 		<-endpointsDone // it leaves the endpoints through etcd
 		<-cidrDone
+		<-ipsDone
 		a.stopStorage()
 		a.done <- err
 	}()
@@ -323,7 +328,18 @@ func bootstrap(ctx context.Context, srv *apiserver.Server, repair *controlplane.
 	if err := srv.Bootstrap(ctx); err != nil {
 		return err
 	}
+	if err := repair.Alloc.IPs.Sync(ctx); err != nil {
+		return err
+	}
 	if err := repair.RunOnce(ctx); err != nil {
+		return err
+	}
+	// The repair's IPAddresses are in etcd; the cache follows them from
+	// Run, the bitmap view is current from the start.
+	if err := repair.Alloc.IPs.Sync(ctx); err != nil {
+		return err
+	}
+	if err := repair.Alloc.IPs.WriteView(ctx); err != nil {
 		return err
 	}
 	if err := kubeSvc.Start(ctx); err != nil {

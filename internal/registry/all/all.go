@@ -9,11 +9,11 @@ import (
 
 // Resources returns fresh descriptors of every served resource; Services
 // are allocated from the ranges of services.
-func Resources(services *allocator.Store) []*registry.Resource {
+func Resources(services allocator.Services) []*registry.Resource {
 	return append(core(services), groups()...)
 }
 
 // Set indexes Resources for the API server.
-func Set(services *allocator.Store) (*registry.Set, error) {
+func Set(services allocator.Services) (*registry.Set, error) {
 	return registry.NewSet(Resources(services)...)
 }

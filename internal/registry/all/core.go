@@ -28,7 +28,7 @@ func init() {
 }
 
 // core returns the served resources of the core group (/api/v1).
-func core(services *allocator.Store) []*registry.Resource {
+func core(services allocator.Services) []*registry.Resource {
 	return []*registry.Resource{
 		configmap.Resource(),
 		endpoints.Resource(),

@@ -1,9 +1,9 @@
 // Package ipaddress is the networking.k8s.io/v1 IPAddress strategy: the
 // name is an IP address in canonical form (generateName is taken as it is,
 // as upstream's), spec.parentRef is required and never changes, and the
-// PARENTREF column. Upstream's Service allocator keeps one IPAddress per
-// cluster IP; svcnet's still allocates from the bitmaps
-// (internal/allocator), so these objects are only what users create.
+// PARENTREF column. The Service allocator (internal/allocator) keeps one
+// IPAddress per cluster IP, written in the Service's own transaction; users
+// may create more, which reserve their addresses.
 package ipaddress
 
 import (

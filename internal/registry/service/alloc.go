@@ -2,11 +2,13 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -18,9 +20,12 @@ import (
 
 // This file allocates and releases a Service's cluster IPs, node ports and
 // health check node port, following upstream's storage/alloc.go case by
-// case. The bitmap changes are returned as the write's storage.Extra, so
-// they commit in the Service's own etcd transaction: nothing is taken for a
-// write that fails and nothing leaks when the API server dies.
+// case. The IPAddress objects of the cluster IPs and the node port bitmap
+// change through the write's storage.Extra, so they commit in the Service's
+// own etcd transaction: nothing is taken for a write that fails and nothing
+// leaks when the API server dies. Only writes that take or free node ports
+// wait for each other (the bitmap is one key); cluster IPs conflict only
+// when two writes pick the same address.
 
 // PrepareWrite implements registry.Writer.
 func (s strategy) PrepareWrite(ctx context.Context, obj, old runtime.Object, dryRun bool) (storage.Extra, func(error), error) {
@@ -29,34 +34,49 @@ func (s strategy) PrepareWrite(ctx context.Context, obj, old runtime.Object, dry
 	if !touchesAllocations(svc, prev) {
 		return storage.Extra{}, func(error) {}, nil
 	}
-	txn, err := s.store.Begin(ctx)
-	if err != nil {
-		return storage.Extra{}, nil, apierrors.NewInternalError(fmt.Errorf("allocate service addresses: %w", err))
-	}
-	op := &operation{txn: txn, cfg: s.cfg, dryRun: dryRun}
+	op := &operation{ctx: ctx, alloc: s.alloc, cfg: s.cfg, dryRun: dryRun, ips: s.alloc.IPs.Begin()}
+	var err error
 	switch {
 	case prev == nil:
+		op.parent = allocator.ServiceRef(svc.Namespace, svc.Name)
 		err = op.create(svc)
 	case svc == nil:
-		op.releaseAll(prev)
+		op.parent = allocator.ServiceRef(prev.Namespace, prev.Name)
+		err = op.releaseAll(prev)
 	default:
+		op.parent = allocator.ServiceRef(svc.Namespace, svc.Name)
 		err = op.update(svc, prev)
 	}
-	if err != nil && !txn.Fresh() {
+	if err != nil && op.ports != nil && !op.ports.Fresh() {
 		// Refused from what this server's last write left: another API
 		// server may have freed the value since. Read again and retry.
-		txn.AbortStale()
+		op.ports.AbortStale()
+		op.ips.Settle(err)
 		return storage.Extra{}, nil, fmt.Errorf("%w: %w", storage.ErrExtraFailed, err)
 	}
 	if err != nil || dryRun {
-		txn.Abort()
+		if op.ports != nil {
+			op.ports.Abort()
+		}
+		op.ips.Settle(err)
 		return storage.Extra{}, func(error) {}, err
 	}
-	extra, settle, err := txn.Commit()
-	if err != nil {
-		return storage.Extra{}, nil, apierrors.NewInternalError(err)
+	extra := op.ips.Extra()
+	settlePorts := func(error) {}
+	if op.ports != nil {
+		portExtra, settle, err := op.ports.Commit()
+		if err != nil {
+			op.ips.Settle(err)
+			return storage.Extra{}, nil, apierrors.NewInternalError(err)
+		}
+		extra.If = append(extra.If, portExtra.If...)
+		extra.Then = append(extra.Then, portExtra.Then...)
+		settlePorts = settle
 	}
-	return extra, settle, nil
+	return extra, func(err error) {
+		settlePorts(err)
+		op.ips.Settle(err)
+	}, nil
 }
 
 // touchesAllocations is false for writes that can neither take nor free
@@ -83,7 +103,7 @@ func touchesAllocations(svc, old *corev1.Service) bool {
 	return false
 }
 
-// ClusterIPs are the cluster IPs a stored Service holds in the bitmaps.
+// ClusterIPs are the cluster IPs a stored Service holds as IPAddresses.
 func ClusterIPs(svc *corev1.Service) []string {
 	if !needsClusterIP(svc) || isHeadless(svc) {
 		return nil
@@ -127,16 +147,42 @@ const dryRunFirstPort = 32768
 // a cluster IP, 32769 and up for node ports; a chosen value is only checked
 // against its range (IPs) or the taken ones (ports).
 type operation struct {
-	txn    *allocator.Txn
+	ctx    context.Context
+	alloc  allocator.Services
 	cfg    *allocator.Config
 	dryRun bool
+	// parent is the Service the IPAddresses are of.
+	parent *networkingv1.ParentReference
+	ips    *allocator.IPTxn
+	// ports is the node port transaction, begun at the first node port
+	// taken or freed.
+	ports *allocator.Txn
 	// dryPorts are the node ports a dry run pretended to take.
 	dryPorts []int
+}
+
+// portTxn is the node port transaction, begun on first use.
+func (o *operation) portTxn() (*allocator.Txn, error) {
+	if o.ports == nil {
+		txn, err := o.alloc.Ports.Begin(o.ctx)
+		if err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("allocate node ports: %w", err))
+		}
+		o.ports = txn
+	}
+	return o.ports, nil
 }
 
 func parseIP(ip string) netip.Addr {
 	a, _ := netip.AddrFromSlice(netutils.ParseIPSloppy(ip))
 	return a.Unmap()
+}
+
+// ipRefusal tells the allocator's refusals of a chosen address from
+// failures to reach etcd.
+func ipRefusal(err error) bool {
+	var notInRange *allocator.IPNotInRangeError
+	return errors.Is(err, allocator.ErrIPAllocated) || errors.Is(err, allocator.ErrMismatchedNetwork) || errors.As(err, &notInRange)
 }
 
 func (o *operation) allocIP(svc *corev1.Service, family corev1.IPFamily, ip string) (string, error) {
@@ -145,7 +191,7 @@ func (o *operation) allocIP(svc *corev1.Service, family corev1.IPFamily, ip stri
 		if o.dryRun {
 			return rng.Prefix().Addr().String(), nil
 		}
-		a, err := o.txn.AllocateNextIP(family)
+		a, err := o.ips.AllocateNext(o.ctx, family, o.parent)
 		if err != nil {
 			return "", apierrors.NewInternalError(fmt.Errorf("failed to allocate a serviceIP: %v", err))
 		}
@@ -158,7 +204,10 @@ func (o *operation) allocIP(svc *corev1.Service, family corev1.IPFamily, ip stri
 			err = &allocator.IPNotInRangeError{IP: addr, Range: rng.String()}
 		}
 	} else {
-		err = o.txn.AllocateIP(addr)
+		err = o.ips.Allocate(o.ctx, addr, o.parent)
+	}
+	if err != nil && !ipRefusal(err) {
+		return "", apierrors.NewInternalError(err)
 	}
 	if err != nil {
 		return "", invalid(svc, field.Invalid(field.NewPath("spec", "clusterIPs"), svc.Spec.ClusterIPs,
@@ -191,10 +240,14 @@ func (o *operation) allocClusterIPs(svc *corev1.Service) error {
 }
 
 func (o *operation) allocPort(port int) error {
-	if !o.dryRun {
-		return o.txn.AllocatePort(port)
+	txn, err := o.portTxn()
+	if err != nil {
+		return err
 	}
-	if o.txn.HasPort(port) || slices.Contains(o.dryPorts, port) {
+	if !o.dryRun {
+		return txn.AllocatePort(port)
+	}
+	if txn.HasPort(port) || slices.Contains(o.dryPorts, port) {
 		return allocator.ErrPortAllocated
 	}
 	o.dryPorts = append(o.dryPorts, port)
@@ -203,7 +256,11 @@ func (o *operation) allocPort(port int) error {
 
 func (o *operation) allocNextPort() (int, error) {
 	if !o.dryRun {
-		return o.txn.AllocateNextPort()
+		txn, err := o.portTxn()
+		if err != nil {
+			return 0, err
+		}
+		return txn.AllocateNextPort()
 	}
 	last := dryRunFirstPort
 	if len(o.dryPorts) > 0 {
@@ -213,27 +270,49 @@ func (o *operation) allocNextPort() (int, error) {
 	return last + 1, nil
 }
 
-func (o *operation) releasePort(port int) {
-	if !o.dryRun {
-		o.txn.ReleasePort(port)
+func (o *operation) releasePorts(ports []int) error {
+	if o.dryRun || len(ports) == 0 {
+		return nil
 	}
+	txn, err := o.portTxn()
+	if err != nil {
+		return err
+	}
+	for _, port := range ports {
+		txn.ReleasePort(port)
+	}
+	return nil
 }
 
-func (o *operation) releaseIP(ip string) {
-	if !o.dryRun {
-		o.txn.ReleaseIP(parseIP(ip))
+func (o *operation) releaseIPs(ips []string) error {
+	if o.dryRun {
+		return nil
 	}
+	for _, ip := range ips {
+		if err := o.ips.Release(o.ctx, parseIP(ip), o.parent); err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("release cluster IP %s: %w", ip, err))
+		}
+	}
+	return nil
 }
 
 func invalid(svc *corev1.Service, errs ...*field.Error) error {
 	return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), svc.Name, errs)
 }
 
+// nodePortError is the 422 of a refused chosen node port; errors that are
+// already API errors (etcd unreachable) pass as they are.
 func nodePortError(svc *corev1.Service, i int, port int32, err error) error {
+	if _, ok := err.(apierrors.APIStatus); ok {
+		return err
+	}
 	return invalid(svc, field.Invalid(field.NewPath("spec", "ports").Index(i).Child("nodePort"), port, err.Error()))
 }
 
 func nextPortError(err error) error {
+	if _, ok := err.(apierrors.APIStatus); ok {
+		return err
+	}
 	return apierrors.NewInternalError(fmt.Errorf("failed to allocate a nodePort: %v", err))
 }
 
@@ -302,11 +381,17 @@ func requestedNodePort(port int32, ports []corev1.ServicePort) int32 {
 func (o *operation) allocHealthCheck(svc *corev1.Service) error {
 	if want := svc.Spec.HealthCheckNodePort; want != 0 {
 		if err := o.allocPort(int(want)); err != nil {
+			if _, ok := err.(apierrors.APIStatus); ok {
+				return err
+			}
 			return apierrors.NewInternalError(fmt.Errorf("failed to allocate requested HealthCheck NodePort %v: %v", want, err))
 		}
 		return nil
 	}
 	n, err := o.allocNextPort()
+	if _, ok := err.(apierrors.APIStatus); ok {
+		return err
+	}
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("failed to allocate a HealthCheck NodePort %v: %v", n, err))
 	}
@@ -319,8 +404,8 @@ func (o *operation) update(svc, old *corev1.Service) error {
 		return err
 	}
 	if needsNodePort(old) && !needsNodePort(svc) {
-		for _, port := range portNumbers(old) {
-			o.releasePort(port)
+		if err := o.releasePorts(portNumbers(old)); err != nil {
+			return err
 		}
 	}
 	if needsNodePort(svc) {
@@ -332,7 +417,7 @@ func (o *operation) update(svc, old *corev1.Service) error {
 	case !needsHealthCheck(old) && needsHealthCheck(svc):
 		return o.allocHealthCheck(svc)
 	case needsHealthCheck(old) && !needsHealthCheck(svc):
-		o.releasePort(int(old.Spec.HealthCheckNodePort))
+		return o.releasePorts([]int{int(old.Spec.HealthCheckNodePort)})
 	}
 	return nil
 }
@@ -347,9 +432,7 @@ func (o *operation) updateClusterIPs(svc, old *corev1.Service) error {
 		return o.allocClusterIPs(svc)
 	case isHeadless(old):
 	case needsClusterIP(old) && !needsClusterIP(svc):
-		for _, ip := range old.Spec.ClusterIPs {
-			o.releaseIP(ip)
-		}
+		return o.releaseIPs(old.Spec.ClusterIPs)
 	case len(old.Spec.IPFamilies) == 1 && len(spec.IPFamilies) == 2:
 		if len(spec.ClusterIPs) < 2 {
 			spec.ClusterIPs = append(spec.ClusterIPs, "")
@@ -360,7 +443,7 @@ func (o *operation) updateClusterIPs(svc, old *corev1.Service) error {
 		}
 		spec.ClusterIPs[1] = ip
 	case len(old.Spec.IPFamilies) == 2 && len(spec.IPFamilies) == 1 && len(old.Spec.ClusterIPs) == 2:
-		o.releaseIP(old.Spec.ClusterIPs[1])
+		return o.releaseIPs(old.Spec.ClusterIPs[1:])
 	}
 	return nil
 }
@@ -388,20 +471,19 @@ func (o *operation) updateNodePorts(svc, old *corev1.Service) error {
 		}
 	}
 	kept := portNumbers(svc)
+	var dropped []int
 	for _, port := range had {
 		if !slices.Contains(kept, port) {
-			o.releasePort(port)
+			dropped = append(dropped, port)
 		}
 	}
-	return nil
+	return o.releasePorts(dropped)
 }
 
 // releaseAll frees everything a deleted Service held.
-func (o *operation) releaseAll(svc *corev1.Service) {
-	for _, ip := range ClusterIPs(svc) {
-		o.releaseIP(ip)
+func (o *operation) releaseAll(svc *corev1.Service) error {
+	if err := o.releaseIPs(ClusterIPs(svc)); err != nil {
+		return err
 	}
-	for _, port := range NodePorts(svc) {
-		o.releasePort(port)
-	}
+	return o.releasePorts(NodePorts(svc))
 }

@@ -23,8 +23,8 @@ import (
 	"github.com/svcnet/svcnet/internal/registry"
 )
 
-// Resource describes services, allocated from the ranges of store.
-func Resource(store *allocator.Store) *registry.Resource {
+// Resource describes services, allocated from alloc.
+func Resource(alloc allocator.Services) *registry.Resource {
 	return &registry.Resource{
 		Kind:                corev1.SchemeGroupVersion.WithKind("Service"),
 		Resource:            "services",
@@ -35,7 +35,7 @@ func Resource(store *allocator.Store) *registry.Resource {
 		NameValidation:      apivalidation.NameIsDNS1035Label,
 		Status:              true,
 		ReturnDeletedObject: true,
-		Strategy:            strategy{cfg: store.Config(), store: store},
+		Strategy:            strategy{cfg: alloc.Config(), alloc: alloc},
 		Columns:             columns(),
 		Fields: func(obj runtime.Object) fields.Set {
 			svc := obj.(*corev1.Service)
@@ -47,7 +47,7 @@ func Resource(store *allocator.Store) *registry.Resource {
 type strategy struct {
 	registry.Base
 	cfg   *allocator.Config
-	store *allocator.Store
+	alloc allocator.Services
 }
 
 // Default is upstream's SetDefaults_Service.

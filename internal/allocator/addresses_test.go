@@ -1,0 +1,247 @@
+package allocator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/storage"
+	"github.com/svcnet/svcnet/internal/storage/storagetest"
+)
+
+// commitIPs commits an IP transaction.
+func commitIPs(t *testing.T, cli *clientv3.Client, txn *IPTxn) error {
+	t.Helper()
+	return commit(t, cli, txn.Extra(), txn.Settle)
+}
+
+// startAddresses is one API server's allocator, synced and following etcd
+// until the test ends.
+func startAddresses(t *testing.T, cli *clientv3.Client, cidrs string) *Addresses {
+	t.Helper()
+	cfg, err := ParseConfig(cidrs, "30000-30010")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAddresses(cli, cfg, registry.JSONCodec{})
+	if err := a.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		a.Run(ctx)
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return a
+}
+
+// waitTaken waits until a's cache shows ip taken (or free).
+func waitTaken(t *testing.T, a *Addresses, ip netip.Addr, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		k, _, i := a.rangeOf(ip)
+		a.mu.Lock()
+		got := a.taken[k].Has(i)
+		a.mu.Unlock()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s taken in the cache: %v, want %v", ip, got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestAddressesAreIPAddressObjects(t *testing.T) {
+	ctx := context.Background()
+	cli := storagetest.Start(t)
+	a := startAddresses(t, cli, "10.0.0.0/28")
+	web := ServiceRef("default", "web")
+
+	txn := a.Begin()
+	ip := netip.MustParseAddr("10.0.0.5")
+	if err := txn.Allocate(ctx, ip, web); err != nil {
+		t.Fatal(err)
+	}
+	if err := commitIPs(t, cli, txn); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := cli.Get(ctx, IPAddressesPrefix+"10.0.0.5")
+	if len(resp.Kvs) != 1 {
+		t.Fatal("no IPAddress stored")
+	}
+	var stored networkingv1.IPAddress
+	if err := json.Unmarshal(resp.Kvs[0].Value, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Kind != "IPAddress" || stored.APIVersion != "networking.k8s.io/v1" || stored.UID == "" ||
+		stored.Labels["ipaddress.kubernetes.io/ip-family"] != "IPv4" || stored.Labels["ipaddress.kubernetes.io/managed-by"] != "ipallocator.k8s.io" ||
+		*stored.Spec.ParentRef != (networkingv1.ParentReference{Resource: "services", Namespace: "default", Name: "web"}) {
+		t.Fatalf("stored %s", resp.Kvs[0].Value)
+	}
+
+	// Taken is taken, whoever asks; out of range is refused.
+	txn = a.Begin()
+	if err := txn.Allocate(ctx, ip, ServiceRef("default", "other")); !errors.Is(err, ErrIPAllocated) {
+		t.Fatalf("allocate a taken address: %v", err)
+	}
+	var notInRange *IPNotInRangeError
+	if err := txn.Allocate(ctx, netip.MustParseAddr("10.0.0.15"), web); !errors.As(err, &notInRange) {
+		t.Fatalf("broadcast address: %v", err)
+	}
+	if err := txn.Allocate(ctx, netip.MustParseAddr("10.1.0.1"), web); !errors.Is(err, ErrMismatchedNetwork) {
+		t.Fatalf("other network: %v", err)
+	}
+
+	// A release by another parent leaves the address; the parent's frees it.
+	txn = a.Begin()
+	if err := txn.Release(ctx, ip, ServiceRef("default", "other")); err != nil || len(txn.Extra().Then) != 0 {
+		t.Fatalf("release by another Service: %v %v", err, txn.Extra())
+	}
+	if err := txn.Release(ctx, ip, web); err != nil {
+		t.Fatal(err)
+	}
+	if err := commitIPs(t, cli, txn); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := cli.Get(ctx, IPAddressesPrefix+"10.0.0.5"); len(resp.Kvs) != 0 {
+		t.Fatal("release kept the IPAddress")
+	}
+}
+
+// Two API servers: dynamic picks never hand out one address twice, a
+// release decided from a stale read fails its condition, and a full range
+// is only reported once etcd says so.
+func TestAddressesTwoServers(t *testing.T) {
+	ctx := context.Background()
+	cli := storagetest.Start(t)
+	a, b := startAddresses(t, cli, "10.0.0.0/28"), startAddresses(t, cli, "10.0.0.0/28")
+
+	seen := map[netip.Addr]bool{}
+	for k := range 14 {
+		s := a
+		if k%2 == 1 {
+			s = b
+		}
+		for {
+			txn := s.Begin()
+			ip, err := txn.AllocateNext(ctx, "IPv4", ServiceRef("default", "s"))
+			if err != nil {
+				t.Fatalf("allocation %d: %v", k, err)
+			}
+			err = commitIPs(t, cli, txn)
+			if errors.Is(err, storage.ErrExtraFailed) {
+				continue // the other server took it first: pick again
+			}
+			if err != nil || seen[ip] {
+				t.Fatalf("allocation %d: %s, %v", k, ip, err)
+			}
+			seen[ip] = true
+			break
+		}
+	}
+	// a may not yet see all of b's: its picks fail their condition until
+	// it does, then the range is full.
+	for k := 0; ; k++ {
+		txn := a.Begin()
+		ip, err := txn.AllocateNext(ctx, "IPv4", ServiceRef("default", "s"))
+		if errors.Is(err, ErrFull) {
+			break
+		}
+		if err != nil || k == 14 {
+			t.Fatalf("15th address: %s, %v", ip, err)
+		}
+		if err := commitIPs(t, cli, txn); !errors.Is(err, storage.ErrExtraFailed) {
+			t.Fatalf("15th address %s: %v", ip, err)
+		}
+	}
+
+	// b frees one address; a, before its cache shows it, finds it free.
+	var freed netip.Addr
+	for ip := range seen {
+		freed = ip
+		break
+	}
+	stale := b.Begin()
+	if err := stale.Release(ctx, freed, ServiceRef("default", "s")); err != nil {
+		t.Fatal(err)
+	}
+	txn := b.Begin()
+	if err := txn.Release(ctx, freed, ServiceRef("default", "s")); err != nil || commitIPs(t, cli, txn) != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Begin().AllocateNext(ctx, "IPv4", ServiceRef("default", "again"))
+	if err != nil || got != freed {
+		t.Fatalf("after the release %s: got %s, %v", freed, got, err)
+	}
+	// Re-created meanwhile, the address is not released by a write
+	// decided before.
+	txn = a.Begin()
+	if err := txn.Allocate(ctx, freed, ServiceRef("default", "s")); err != nil || commitIPs(t, cli, txn) != nil {
+		t.Fatal(err)
+	}
+	if err := commitIPs(t, cli, stale); !errors.Is(err, storage.ErrExtraFailed) {
+		t.Fatalf("stale release: %v", err)
+	}
+	waitTaken(t, b, freed, true)
+}
+
+// waitView waits until the bitmap view at key is want.
+func waitView(t *testing.T, cli *clientv3.Client, key, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	got := "nothing"
+	for time.Now().Before(deadline) {
+		resp, err := cli.Get(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 1 {
+			if got = string(resp.Kvs[0].Value); got == want {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("view %s: %s, want %s", key, got, want)
+}
+
+// The RangeAllocation bitmaps are a view of the IPAddresses, written after
+// they change, for each family of a dual-stack cluster.
+func TestAddressesBitmapView(t *testing.T) {
+	ctx := context.Background()
+	cli := storagetest.Start(t)
+	a := startAddresses(t, cli, "10.0.0.0/28,fd00::/120")
+	// Both of a dual-stack Service's addresses commit at one revision.
+	txn := a.Begin()
+	if err := txn.Allocate(ctx, netip.MustParseAddr("10.0.0.3"), ServiceRef("default", "web")); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Allocate(ctx, netip.MustParseAddr("fd00::5"), ServiceRef("default", "web")); err != nil || commitIPs(t, cli, txn) != nil {
+		t.Fatal(err)
+	}
+	waitView(t, cli, ServiceIPsKey, `{"kind":"RangeAllocation","apiVersion":"v1","metadata":{},"range":"10.0.0.0/28","data":"BA=="}`)
+	waitView(t, cli, SecondaryServiceIPsKey, `{"kind":"RangeAllocation","apiVersion":"v1","metadata":{},"range":"fd00::/120","data":"EA=="}`)
+	// Written again only when it changed.
+	resp, _ := cli.Get(ctx, ServiceIPsKey)
+	if err := a.WriteView(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := cli.Get(ctx, ServiceIPsKey); again.Kvs[0].ModRevision != resp.Kvs[0].ModRevision {
+		t.Fatal("an unchanged view was written again")
+	}
+}
