@@ -124,6 +124,11 @@ func (a *Addresses) Sync(ctx context.Context) error {
 	}
 	a.mu.Lock()
 	a.taken, a.rev, a.listed = taken, resp.Header.Revision, resp.Header.Revision
+	for ip, at := range a.held {
+		if time.Since(at) >= heldFor {
+			delete(a.held, ip)
+		}
+	}
 	a.touch()
 	a.mu.Unlock()
 	return nil

@@ -115,7 +115,7 @@ func (a *Agent) runWorker(ctx context.Context, w *podWorker) {
 		}
 		done, retry, err := a.syncPod(ctx, w)
 		if err != nil && ctx.Err() == nil {
-			slog.Info("pod sync failed", "pod", w.uid, "err", err)
+			slog.Error("Error syncing pod, skipping", "podUID", w.uid, "err", err)
 			if retry == 0 {
 				retry = 2 * time.Second
 			}

@@ -25,11 +25,19 @@ import (
 // do too slowly (hundreds of pods).
 func (c *cluster) clientset() kubernetes.Interface {
 	c.t.Helper()
+	return c.clientsetQPS(500)
+}
+
+// clientsetQPS is a clientset limited to qps requests a second (and as
+// many at once); -1 lifts the limit, so that a request's time is the
+// server's.
+func (c *cluster) clientsetQPS(qps float32) kubernetes.Interface {
+	c.t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cfg.QPS, cfg.Burst = 500, 500
+	cfg.QPS, cfg.Burst = qps, max(int(qps), 0)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		c.t.Fatal(err)

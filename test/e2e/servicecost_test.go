@@ -12,27 +12,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/allocator"
 )
-
-// unlimited is a clientset without client-side rate limiting, so that a
-// request's time is the server's.
-func (c *cluster) unlimited() kubernetes.Interface {
-	c.t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cfg.QPS = -1
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return cs
-}
 
 // dbInUse is the bytes etcd's database holds in pages in use.
 func dbInUse(t *testing.T, cli *clientv3.Client, endpoint string) int64 {
@@ -95,7 +77,7 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 func TestServiceChurnCost(t *testing.T) {
 	c := startAPIServer(t)
 	cli := c.etcd()
-	cs := c.unlimited()
+	cs := c.clientsetQPS(-1)
 	const clients, perClient = 100, 20
 	ctx := context.Background()
 
