@@ -1,7 +1,6 @@
 package allocator
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,15 +29,6 @@ const IPAddressesPrefix = "/registry/ipaddresses/"
 // ipallocator controller name.
 const ManagedBy = "ipallocator.k8s.io"
 
-// Timing of the bitmap view (see Addresses): written once the IPAddresses
-// have been quiet for viewQuiet, and at least every viewMaxDelay while
-// they keep changing.
-const (
-	viewCheck    = 500 * time.Millisecond
-	viewQuiet    = time.Second
-	viewMaxDelay = 10 * time.Second
-)
-
 // heldFor bounds how long an address this server picked is skipped while
 // the watch has not yet shown its IPAddress.
 const heldFor = 30 * time.Second
@@ -51,12 +41,17 @@ const heldFor = 30 * time.Second
 // conflict only when they pick the same address and nothing leaks when one
 // dies.
 //
+// Addresses come from the ranges of --service-cluster-ip-range (the
+// `kubernetes` ServiceCIDR) and from the CIDRs of every other ServiceCIDR
+// that is Ready and not being deleted, as upstream's allocator takes them
+// from every such ServiceCIDR (see ranges.go's Config and cidrs.go).
+//
 // Dynamic picks come from a cache of the taken addresses, a bitmap per
-// range fed by a watch of the IPAddress keys; a pick the cache has not yet
-// seen taken fails its condition and the write is retried. The cache is
-// also the source of the RangeAllocation bitmaps under /registry/ranges/
-// (serviceips, secondaryserviceips), which are kept as a view for tools that
-// read them: rewritten, coalesced, after the IPAddresses change. They are
+// range fed by watches of the IPAddress and ServiceCIDR keys; a pick the
+// cache has not yet seen taken fails its condition and the write is
+// retried. The cache is also the source of the RangeAllocation bitmaps
+// under /registry/ranges/ (serviceips, secondaryserviceips) of the flag
+// ranges, kept as a view for tools that read them (see view.go). They are
 // not consulted when allocating.
 type Addresses struct {
 	cfg    *Config
@@ -64,11 +59,17 @@ type Addresses struct {
 	codec  storage.Codec
 
 	mu sync.Mutex
-	// taken is the cache: by index of cfg.ServiceCIDRs, the addresses
-	// whose IPAddress exists as of revision rev. Sync listed them at
-	// revision listed; watch events up to it are in the list already.
-	taken       []*Bitmap
-	rev, listed int64
+	// all are the addresses whose IPAddress exists; cidrs the
+	// ServiceCIDRs by name. Sync listed both at revision listed; watch
+	// events up to it are in the lists already.
+	all    map[netip.Addr]bool
+	cidrs  map[string]*networkingv1.ServiceCIDR
+	listed int64
+	// ranges are those allocated from: the flag ranges, in their order,
+	// then the other CIDRs of ready ServiceCIDRs; taken holds, by index of
+	// ranges, the addresses of all that fall in each.
+	ranges []*IPRange
+	taken  []*Bitmap
 	// held are the addresses this server picked and whose IPAddress the
 	// cache does not show yet, with the time of the pick.
 	held map[netip.Addr]time.Time
@@ -85,19 +86,8 @@ func NewAddresses(client *clientv3.Client, cfg *Config, codec storage.Codec) *Ad
 	return &Addresses{cfg: cfg, client: client, codec: codec, held: map[netip.Addr]time.Time{}}
 }
 
-// Config is the allocator's ranges.
+// Config is the allocator's flag ranges.
 func (a *Addresses) Config() *Config { return a.cfg }
-
-// rangeOf is the index and range of ip's service CIDR, -1 when ip is in
-// none.
-func (a *Addresses) rangeOf(ip netip.Addr) (int, *IPRange, int) {
-	for k, r := range a.cfg.ServiceCIDRs {
-		if i, err := r.Index(ip); err == nil {
-			return k, r, i
-		}
-	}
-	return -1, nil, 0
-}
 
 // ipOfKey is the address an IPAddress key names.
 func ipOfKey(key []byte) (netip.Addr, bool) {
@@ -105,32 +95,42 @@ func ipOfKey(key []byte) (netip.Addr, bool) {
 	return ip, err == nil
 }
 
-// Sync reads the taken addresses from etcd into the cache.
+// Sync reads the IPAddresses and ServiceCIDRs from etcd into the cache.
 func (a *Addresses) Sync(ctx context.Context) error {
 	resp, err := a.client.Get(ctx, IPAddressesPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return fmt.Errorf("list IP addresses: %w", err)
 	}
-	taken := make([]*Bitmap, len(a.cfg.ServiceCIDRs))
-	for k, r := range a.cfg.ServiceCIDRs {
-		taken[k] = r.NewBitmap()
-	}
+	rev := resp.Header.Revision
+	all := map[netip.Addr]bool{}
 	for _, kv := range resp.Kvs {
 		if ip, ok := ipOfKey(kv.Key); ok {
-			if k, _, i := a.rangeOf(ip); k >= 0 {
-				taken[k].Allocate(i)
-			}
+			all[ip] = true
+		}
+	}
+	resp, err = a.client.Get(ctx, ServiceCIDRsPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev))
+	if err != nil {
+		return fmt.Errorf("list service CIDRs: %w", err)
+	}
+	cidrs := map[string]*networkingv1.ServiceCIDR{}
+	for _, kv := range resp.Kvs {
+		if sc, err := a.decodeCIDR(kv.Value); err == nil {
+			cidrs[sc.Name] = sc
+		} else {
+			slog.Warn("skip a stored ServiceCIDR", "key", string(kv.Key), "err", err)
 		}
 	}
 	a.mu.Lock()
-	a.taken, a.rev, a.listed = taken, resp.Header.Revision, resp.Header.Revision
+	defer a.mu.Unlock()
+	a.all, a.cidrs, a.listed = all, cidrs, rev
+	a.ranges, a.taken = nil, nil
+	a.rebuildRanges()
 	for ip, at := range a.held {
 		if time.Since(at) >= heldFor {
 			delete(a.held, ip)
 		}
 	}
 	a.touch()
-	a.mu.Unlock()
 	return nil
 }
 
@@ -139,17 +139,23 @@ func (a *Addresses) touch() {
 	a.changed, a.dirty = time.Now(), true
 }
 
-// Run follows the IPAddress keys from the revision Sync read, and writes
-// the bitmap view, until ctx ends.
+// Run follows the IPAddress and ServiceCIDR keys from the revision Sync
+// read, and writes the bitmap view, until ctx ends.
 func (a *Addresses) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.runView(ctx) })
 	defer wg.Wait()
 	for ctx.Err() == nil {
 		a.mu.Lock()
-		rev := a.rev
+		rev := a.listed
 		a.mu.Unlock()
-		err := a.follow(ctx, rev)
+		wctx, cancel := context.WithCancel(ctx)
+		errs := make(chan error, 2)
+		go func() { errs <- a.follow(wctx, IPAddressesPrefix, rev, a.applyIP) }()
+		go func() { errs <- a.follow(wctx, ServiceCIDRsPrefix, rev, a.applyCIDR) }()
+		err := <-errs
+		cancel()
+		<-errs
 		if ctx.Err() != nil {
 			return
 		}
@@ -164,115 +170,50 @@ func (a *Addresses) Run(ctx context.Context) {
 	}
 }
 
-// follow applies the watch's events after rev to the cache until the
-// watch fails.
-func (a *Addresses) follow(ctx context.Context, rev int64) error {
+// follow applies the events of prefix after rev to the cache, through
+// apply (called with a.mu held) for those the last Sync did not list,
+// until the watch fails.
+func (a *Addresses) follow(ctx context.Context, prefix string, rev int64, apply func(ev *clientv3.Event)) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range a.client.Watch(wctx, IPAddressesPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+	for resp := range a.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if err := resp.Err(); err != nil {
 			return err
 		}
 		a.mu.Lock()
 		for _, ev := range resp.Events {
-			a.apply(ev.Kv.Key, ev.Kv.ModRevision, ev.Type == clientv3.EventTypePut)
+			if ev.Kv.ModRevision > a.listed {
+				apply(ev)
+			}
 		}
 		a.mu.Unlock()
 	}
 	return errors.New("watch closed")
 }
 
-// apply records that the address of key was created (or deleted) at rev,
-// unless the list of the last Sync has it already; a.mu is held.
-func (a *Addresses) apply(key []byte, rev int64, put bool) {
-	if rev <= a.listed {
-		return
-	}
-	a.rev = max(a.rev, rev)
-	ip, ok := ipOfKey(key)
+// applyIP records an IPAddress created or deleted; a.mu is held.
+func (a *Addresses) applyIP(ev *clientv3.Event) {
+	ip, ok := ipOfKey(ev.Kv.Key)
 	if !ok {
 		return
 	}
 	delete(a.held, ip)
-	k, _, i := a.rangeOf(ip)
-	if k < 0 {
-		return
-	}
+	put := ev.Type == clientv3.EventTypePut
 	if put {
-		a.taken[k].Allocate(i)
+		a.all[ip] = true
 	} else {
-		a.taken[k].Release(i)
+		delete(a.all, ip)
 	}
-	a.touch()
-}
-
-// runView writes the bitmap view when it is due.
-func (a *Addresses) runView(ctx context.Context) {
-	t := time.NewTicker(viewCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		a.mu.Lock()
-		due := a.dirty && (time.Since(a.changed) >= viewQuiet || time.Since(a.viewed) >= viewMaxDelay)
-		a.mu.Unlock()
-		if due {
-			if err := a.WriteView(ctx); err != nil && ctx.Err() == nil {
-				slog.Warn("write the service IP bitmaps", "err", err)
+	for k, r := range a.ranges {
+		if i, err := r.Index(ip); err == nil {
+			if put {
+				a.taken[k].Allocate(i)
+			} else {
+				a.taken[k].Release(i)
 			}
 		}
 	}
-}
-
-// WriteView writes the RangeAllocation bitmaps of the service CIDRs from
-// the cache, where they differ from it.
-func (a *Addresses) WriteView(ctx context.Context) error {
-	a.mu.Lock()
-	views := make([]*Bitmap, len(a.taken))
-	for k, b := range a.taken {
-		views[k] = b.clone()
-	}
-	a.dirty, a.viewed = false, time.Now()
-	a.mu.Unlock()
-	for k, b := range views {
-		if err := a.writeView(ctx, ipKey(k), a.cfg.ServiceCIDRs[k].String(), b); err != nil {
-			a.mu.Lock()
-			a.dirty = true
-			a.mu.Unlock()
-			return err
-		}
-	}
-	return nil
-}
-
-func (a *Addresses) writeView(ctx context.Context, key, spec string, b *Bitmap) error {
-	resp, err := a.client.Get(ctx, key)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", key, err)
-	}
-	var modRev int64
-	if len(resp.Kvs) == 1 {
-		modRev = resp.Kvs[0].ModRevision
-		if ra, err := decodeRange(resp.Kvs[0].Value); err == nil && ra.Range == spec && bytes.Equal(ra.Data, b.Bytes()) {
-			return nil
-		}
-	}
-	val, err := encode(spec, b)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", key, err)
-	}
-	txn, err := a.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(clientv3.OpPut(key, val)).Commit()
-	if err != nil {
-		return fmt.Errorf("write %s: %w", key, err)
-	}
-	if !txn.Succeeded {
-		return fmt.Errorf("write %s: written meanwhile", key)
-	}
-	slog.Debug("wrote service IP bitmap", "key", key, "revision", txn.Header.Revision)
-	return nil
+	a.touch()
 }
 
 // ServiceRef is upstream's parent reference of a Service's IPAddress.
@@ -365,15 +306,18 @@ func (t *IPTxn) create(ip netip.Addr, parent *networkingv1.ParentReference) erro
 }
 
 // Allocate takes a chosen address: ErrMismatchedNetwork or
-// IPNotInRangeError outside the service CIDRs, ErrIPAllocated when its
-// IPAddress exists.
+// IPNotInRangeError outside the ranges, ErrIPAllocated when its IPAddress
+// exists.
 func (t *IPTxn) Allocate(ctx context.Context, ip netip.Addr, parent *networkingv1.ParentReference) error {
-	r := t.a.cfg.Range(FamilyOf(ip))
-	if r == nil {
-		return ErrMismatchedNetwork
-	}
-	if _, err := r.Index(ip); err != nil {
-		return err
+	if t.a.InRange(ip) != nil {
+		// The cache may lag behind a ServiceCIDR just created: read it
+		// anew before refusing.
+		if err := t.a.Sync(ctx); err != nil {
+			return err
+		}
+		if err := t.a.InRange(ip); err != nil {
+			return err
+		}
 	}
 	if _, taken, err := t.a.get(ctx, ip); err != nil {
 		return err
@@ -401,21 +345,22 @@ func (t *IPTxn) AllocateNext(ctx context.Context, family corev1.IPFamily, parent
 	return ip, t.create(ip, parent)
 }
 
-// pick chooses a free address, as the bitmaps choose, and holds it.
+// pick chooses a free address of the family, as the bitmaps choose, from
+// the first range that has one, and holds it.
 func (a *Addresses) pick(family corev1.IPFamily) (netip.Addr, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for k, r := range a.cfg.ServiceCIDRs {
+	now := time.Now()
+	for k, r := range a.ranges {
 		if r.Family() != family {
 			continue
 		}
-		now := time.Now()
 		i, ok := a.taken[k].NextFree(func(i int) bool {
 			at, held := a.held[r.Addr(i)]
 			return held && now.Sub(at) < heldFor
 		})
 		if !ok {
-			return netip.Addr{}, false
+			continue
 		}
 		ip := r.Addr(i)
 		a.held[ip] = now

@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/storage"
@@ -52,9 +53,8 @@ func waitTaken(t *testing.T, a *Addresses, ip netip.Addr, want bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		k, _, i := a.rangeOf(ip)
 		a.mu.Lock()
-		got := a.taken[k].Has(i)
+		got := a.all[ip]
 		a.mu.Unlock()
 		if got == want {
 			return
@@ -244,4 +244,103 @@ func TestAddressesBitmapView(t *testing.T) {
 	if again, _ := cli.Get(ctx, ServiceIPsKey); again.Kvs[0].ModRevision != resp.Kvs[0].ModRevision {
 		t.Fatal("an unchanged view was written again")
 	}
+}
+
+// putCIDR stores a ServiceCIDR as the API server would.
+func putCIDR(t *testing.T, cli *clientv3.Client, sc *networkingv1.ServiceCIDR) {
+	t.Helper()
+	data, err := registry.JSONCodec{}.Encode(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(context.Background(), ServiceCIDRsPrefix+sc.Name, string(data)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitInRange waits until InRange(ip) answers as want says.
+func waitInRange(t *testing.T, a *Addresses, ip netip.Addr, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for (a.InRange(ip) == nil) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in range: %v, want %v", ip, a.InRange(ip), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A ServiceCIDR that is Ready (or has no condition yet) and is not being
+// deleted adds its CIDRs to allocate from, once the flag range is full.
+func TestAddressesFromServiceCIDRs(t *testing.T) {
+	ctx := context.Background()
+	cli := storagetest.Start(t)
+	a := startAddresses(t, cli, "10.0.0.0/29")
+	for range 6 {
+		txn := a.Begin()
+		if _, err := txn.AllocateNext(ctx, "IPv4", ServiceRef("default", "s")); err != nil || commitIPs(t, cli, txn) != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Begin().AllocateNext(ctx, "IPv4", ServiceRef("default", "s")); !errors.Is(err, ErrFull) {
+		t.Fatalf("7th address of a /29: %v", err)
+	}
+	extra := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "extra"},
+		Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.1.0.0/29", "fd00::/120"}}}
+	putCIDR(t, cli, extra)
+	waitInRange(t, a, netip.MustParseAddr("10.1.0.3"), true)
+	txn := a.Begin()
+	ip, err := txn.AllocateNext(ctx, "IPv4", ServiceRef("default", "s"))
+	if err != nil || !netip.MustParsePrefix("10.1.0.0/29").Contains(ip) || commitIPs(t, cli, txn) != nil {
+		t.Fatalf("address once extra is there: %s, %v", ip, err)
+	}
+	// The IPv6 CIDR of a single-stack IPv4 cluster is not allocated.
+	if err := a.InRange(netip.MustParseAddr("fd00::5")); !errors.Is(err, ErrMismatchedNetwork) {
+		t.Fatalf("fd00::5: %v", err)
+	}
+	var notInRange *IPNotInRangeError
+	if err := a.InRange(netip.MustParseAddr("10.1.0.7")); !errors.As(err, &notInRange) || notInRange.Range != "10.1.0.0/29" {
+		t.Fatalf("broadcast address of extra: %v", err)
+	}
+
+	// Not Ready, or being deleted: no more addresses from it, though it
+	// still covers what it gave.
+	extra.Status.Conditions = []metav1.Condition{{Type: networkingv1.ServiceCIDRConditionReady, Status: metav1.ConditionFalse}}
+	putCIDR(t, cli, extra)
+	waitInRange(t, a, netip.MustParseAddr("10.1.0.3"), false)
+	if !a.Covers(ip) || a.Covers(netip.MustParseAddr("10.2.0.1")) {
+		t.Fatalf("covers %s: %v", ip, a.Covers(ip))
+	}
+	extra.Status.Conditions = nil
+	putCIDR(t, cli, extra)
+	waitInRange(t, a, netip.MustParseAddr("10.1.0.3"), true)
+	extra.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	putCIDR(t, cli, extra)
+	waitInRange(t, a, netip.MustParseAddr("10.1.0.3"), false)
+	if _, err := cli.Delete(ctx, ServiceCIDRsPrefix+"extra"); err != nil {
+		t.Fatal(err)
+	}
+	extra.DeletionTimestamp = nil
+	putCIDR(t, cli, extra)
+	waitInRange(t, a, netip.MustParseAddr("10.1.0.3"), true)
+	// A new range starts from the addresses already taken in it.
+	txn = a.Begin()
+	if err := txn.Allocate(ctx, ip, ServiceRef("default", "other")); !errors.Is(err, ErrIPAllocated) {
+		t.Fatalf("%s again: %v", ip, err)
+	}
+	a.mu.Lock()
+	taken := a.taken[1].Has(mustIndex(t, a.ranges[1], ip))
+	a.mu.Unlock()
+	if !taken {
+		t.Fatalf("the re-added range lost %s", ip)
+	}
+}
+
+func mustIndex(t *testing.T, r *IPRange, ip netip.Addr) int {
+	t.Helper()
+	i, err := r.Index(ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle/tainteviction"
 	"github.com/svcnet/svcnet/internal/controller/replicaset"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
+	"github.com/svcnet/svcnet/internal/controller/servicecidrs"
 	"github.com/svcnet/svcnet/internal/controller/statefulset"
 )
 
@@ -162,6 +163,10 @@ var knownControllers = []knownController{
 	}},
 	{"namespace-controller", "namespace", func(_ context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := namespace.New(d, cl.metadata, cl.discovery, o.Namespace)
+		return runOf(c, err)
+	}},
+	{"service-cidr-controller", "", func(ctx context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := servicecidrs.New(ctx, d)
 		return runOf(c, err)
 	}},
 	{"replicaset-controller", "replicaset", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {

@@ -232,7 +232,6 @@ func holds(svc *corev1.Service, ip string) bool { return slices.Contains(service
 // run checks every Service's cluster IPs, then every IPAddress the
 // allocator owns, with upstream's events.
 func (p *ipRepair) run(ctx context.Context, svcs []*corev1.Service) error {
-	cfg := p.alloc.Config()
 	byKey := map[string]*corev1.Service{}
 	for _, svc := range svcs {
 		byKey[svc.Namespace+"/"+svc.Name] = svc
@@ -247,7 +246,7 @@ func (p *ipRepair) run(ctx context.Context, svcs []*corev1.Service) error {
 			}
 			ip := a.Unmap()
 			family := allocator.FamilyOf(ip)
-			if r := cfg.Range(family); r == nil || !r.Prefix().Contains(ip) {
+			if !p.alloc.Covers(ip) {
 				p.problems = append(p.problems, serviceProblem(svc, ipRepairComponent, "ClusterIPAllocation", "ClusterIPOutOfRange",
 					fmt.Sprintf("Cluster IP [%s]: %s is not within any configured Service CIDR; please recreate service", family, ip)))
 				continue

@@ -618,7 +618,10 @@ func TestServiceCrashMidStorm(t *testing.T) {
 		cs := c.clientset()
 		ctx, stop := context.WithCancel(context.Background())
 		var mu sync.Mutex
-		acked := map[string]bool{} // name: stored (true) or deleted (false)
+		// By name, what was acknowledged: stored, deleted, or a delete
+		// whose answer the crash cut off (either may be true).
+		const stored, deleted, either = "stored", "deleted", "either"
+		acked := map[string]string{}
 		var created atomic.Int64
 		var wg sync.WaitGroup
 		for w := range 16 {
@@ -635,11 +638,15 @@ func TestServiceCrashMidStorm(t *testing.T) {
 						continue
 					}
 					mu.Lock()
-					acked[name] = true
+					acked[name] = stored
 					mu.Unlock()
-					if i%3 == 2 && svcs.Delete(ctx, name, metav1.DeleteOptions{}) == nil {
+					if i%3 == 2 {
+						outcome := either
+						if svcs.Delete(ctx, name, metav1.DeleteOptions{}) == nil {
+							outcome = deleted
+						}
 						mu.Lock()
-						acked[name] = false
+						acked[name] = outcome
 						mu.Unlock()
 					}
 				}
@@ -653,19 +660,19 @@ func TestServiceCrashMidStorm(t *testing.T) {
 
 		c.runAPIServer()
 		h := heldByServices(t, cs)
-		stored := map[string]bool{}
+		there := map[string]bool{}
 		list, err := cs.CoreV1().Services("default").List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, svc := range list.Items {
-			stored[svc.Name] = true
+			there[svc.Name] = true
 		}
 		lost := 0
-		for name, kept := range acked {
-			if stored[name] != kept {
+		for name, was := range acked {
+			if was != either && there[name] != (was == stored) {
 				lost++
-				t.Errorf("round %d: acknowledged %s (stored %v) but after the crash stored is %v", round, name, kept, stored[name])
+				t.Errorf("round %d: %s was acknowledged %s, but after the crash it is stored: %v", round, name, was, there[name])
 			}
 		}
 		t.Logf("round %d, killed after %s: %d acknowledged writes, %d lost; %s held", round, moment, len(acked), lost, h)
@@ -711,46 +718,53 @@ func TestServiceRangeExhaustion(t *testing.T) {
 }
 
 // TestServiceRepairAtStart: restarted with another service range, the API
-// server records an event on every Service whose address is now outside
-// it, and the bitmap views hold only the addresses in range; a Service
-// stored without its IPAddress (written behind the API server, or by the
-// bitmap allocator of an older svcnet) gets it back, and an IPAddress of
-// the allocator that no Service holds is deleted.
+// server keeps allocating from the old one too, as upstream does while the
+// `kubernetes` ServiceCIDR still holds it, and records an event on every
+// Service whose address no ServiceCIDR covers any more; the bitmap views
+// follow the flags. A Service stored without its IPAddress (written behind
+// the API server, or by the bitmap allocator of an older svcnet) gets it
+// back, and an IPAddress of the allocator that no Service holds is deleted.
 func TestServiceRepairAtStart(t *testing.T) {
 	c := startAPIServer(t)
 	c.must("create", "service", "clusterip", "old", "--tcp=80", "--clusterip=10.96.0.20")
 	c.must("create", "service", "nodeport", "web", "--tcp=80", "--node-port=30080")
+	c.withStdin(`{"apiVersion":"networking.k8s.io/v1","kind":"ServiceCIDR","metadata":{"name":"extra"},"spec":{"cidrs":["10.200.0.0/24"]}}`, "create", "-f", "-")
+	eventually(t, 10*time.Second, func() string {
+		if out, err := c.kubectl("", "create", "service", "clusterip", "far", "--tcp=80", "--clusterip=10.200.0.5"); err != nil {
+			return out
+		}
+		return ""
+	})
+	c.must("delete", "servicecidr", "extra")
 	c.stop()
 	c.runAPIServer("--service-cluster-ip-range", "10.100.0.0/16")
 	eventually(t, 10*time.Second, func() string {
-		out, _ := c.kubectl("", "get", "events", "--field-selector", "involvedObject.name=old",
+		out, _ := c.kubectl("", "get", "events", "--field-selector", "involvedObject.name=far",
 			"-o", "jsonpath={.items[*].reason}: {.items[*].message}")
-		if !strings.Contains(out, "ClusterIPOutOfRange: Cluster IP [IPv4]: 10.96.0.20 is not within any configured Service CIDR; please recreate service") {
-			return "events of old: " + out
+		if !strings.Contains(out, "ClusterIPOutOfRange: Cluster IP [IPv4]: 10.200.0.5 is not within any configured Service CIDR; please recreate service") {
+			return "events of far: " + out
 		}
 		return ""
 	})
-	// The rebuilt IP bitmap holds exactly the in-range cluster IPs: none of
-	// the old Services', only the kubernetes Service's once the control
-	// plane has moved it into the new range.
+	if out := c.must("get", "events", "--field-selector", "involvedObject.name=old", "-o", "name"); out != "" {
+		t.Errorf("old, inside the kubernetes ServiceCIDR, got events: %s", out)
+	}
+	// The kubernetes ServiceCIDR keeps 10.96.0.0/12: its addresses stay
+	// taken and can still be allocated.
+	if out := c.fails("create", "service", "clusterip", "same", "--tcp=80", "--clusterip=10.96.0.20"); !strings.Contains(out, "provided IP is already allocated") {
+		t.Fatalf("10.96.0.20 after the range change: %s", out)
+	}
+	c.must("create", "service", "clusterip", "older", "--tcp=80", "--clusterip=10.96.0.21")
+	// The IP bitmap view is that of the flag range: the cluster IPs in
+	// 10.100.0.0/16 (none yet: the kubernetes Service keeps 10.96.0.1).
 	cli := c.etcd()
+	c.must("create", "service", "clusterip", "new", "--tcp=80", "--clusterip=10.100.0.20")
 	eventually(t, 10*time.Second, func() string {
-		want := map[string]bool{}
-		out, err := c.kubectl("", "get", "svc", "-A", "-o", "jsonpath={.items[*].spec.clusterIP}")
-		if err != nil {
-			return out
-		}
-		for _, ip := range strings.Fields(out) {
-			if strings.HasPrefix(ip, "10.100.") {
-				want[ip] = true
-			}
-		}
-		if view, b := ipBitmap(t, cli, allocator.ServiceIPsKey), allocations(t, cli); fmt.Sprint(view) != fmt.Sprint(want) || !b.ports[30080] {
-			return fmt.Sprintf("rebuilt bitmaps hold %v and %v, Services hold %v", view, b.ports, want)
+		if view, b := ipBitmap(t, cli, allocator.ServiceIPsKey), allocations(t, cli); fmt.Sprint(view) != "map[10.100.0.20:true]" || !b.ports[30080] {
+			return fmt.Sprintf("bitmaps hold %v and %v, want 10.100.0.20 and 30080", view, b.ports)
 		}
 		return ""
 	})
-	c.must("create", "service", "clusterip", "new", "--tcp=80", "--clusterip=10.100.0.20")
 
 	// Behind the API server (its etcd is embedded, so while it runs): new's
 	// IPAddress goes, a stray one comes; the repair at the restart fixes

@@ -8,10 +8,11 @@
 // that and records a Warning event once. A deleted one is created again at
 // the next sync.
 //
-// Upstream's kube-controller-manager adds the networking.k8s.io/
-// service-cidr-finalizer to every ServiceCIDR and removes it once no
-// IPAddress depends on it; svcnet's allocator does not allocate through
-// IPAddress objects yet, so that controller and its finalizer are left out.
+// The controller manager's service-cidr-controller
+// (internal/controller/servicecidrs) adds the networking.k8s.io/
+// service-cidr-finalizer to every ServiceCIDR, this one included, removes
+// it once no IPAddress depends on it, and sets Ready=True in its own words;
+// as upstream, this controller then finds Ready=True and leaves it.
 package defaultservicecidr
 
 import (

@@ -200,9 +200,7 @@ func (o *operation) allocIP(svc *corev1.Service, family corev1.IPFamily, ip stri
 	addr := parseIP(ip)
 	var err error
 	if o.dryRun {
-		if _, err = rng.Index(addr); err != nil {
-			err = &allocator.IPNotInRangeError{IP: addr, Range: rng.String()}
-		}
+		err = o.alloc.IPs.InRange(addr)
 	} else {
 		err = o.ips.Allocate(o.ctx, addr, o.parent)
 	}
