@@ -156,5 +156,5 @@ func TestServiceChurnCost(t *testing.T) {
 	if svcP99 > 3*cmP99 {
 		t.Errorf("Service create p99 %s is more than three times the ConfigMap create p99 %s", svcP99, cmP99)
 	}
-	checkAllocations(t, c, cli)
+	checkAllocations(t, cli)
 }

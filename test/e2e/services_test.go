@@ -83,10 +83,16 @@ func (h held) String() string {
 // the IPAddress objects, with their parents, and the node port bitmap.
 func allocations(t *testing.T, cli *clientv3.Client) held {
 	t.Helper()
+	return allocationsAt(t, cli, 0)
+}
+
+// allocationsAt is allocations as of etcd revision rev (0: the latest).
+func allocationsAt(t *testing.T, cli *clientv3.Client, rev int64) held {
+	t.Helper()
 	h := held{ips: map[string]bool{}, owner: map[string]string{}, ports: map[int]bool{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := cli.Get(ctx, allocator.IPAddressesPrefix, clientv3.WithPrefix())
+	resp, err := cli.Get(ctx, allocator.IPAddressesPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +104,7 @@ func allocations(t *testing.T, cli *clientv3.Client) held {
 		h.ips[ipa.Name] = true
 		h.owner[ipa.Name] = ipa.Spec.ParentRef.Namespace + "/" + ipa.Spec.ParentRef.Name
 	}
-	ra := rangeAllocation(t, cli, allocator.NodePortsKey)
+	ra := rangeAllocationAt(t, cli, allocator.NodePortsKey, rev)
 	pr, err := allocator.ParsePortRange(ra.Range)
 	if err != nil {
 		t.Fatal(err)
@@ -130,9 +136,14 @@ func ipBitmap(t *testing.T, cli *clientv3.Client, key string) map[string]bool {
 
 func rangeAllocation(t *testing.T, cli *clientv3.Client, key string) corev1.RangeAllocation {
 	t.Helper()
+	return rangeAllocationAt(t, cli, key, 0)
+}
+
+func rangeAllocationAt(t *testing.T, cli *clientv3.Client, key string, rev int64) corev1.RangeAllocation {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := cli.Get(ctx, key)
+	resp, err := cli.Get(ctx, key, clientv3.WithRev(rev))
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("read %s: %v %v", key, err, resp)
 	}
@@ -151,9 +162,33 @@ func heldByServices(t *testing.T, cs kubernetes.Interface) held {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return heldBy(t, list.Items)
+}
+
+// storedServices reads every Service from etcd at revision rev.
+func storedServices(t *testing.T, cli *clientv3.Client, rev int64) []corev1.Service {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "/registry/services/", clientv3.WithPrefix(), clientv3.WithRev(rev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs := make([]corev1.Service, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		if err := json.Unmarshal(kv.Value, &svcs[i]); err != nil {
+			t.Fatalf("%s: %v", kv.Key, err)
+		}
+	}
+	return svcs
+}
+
+// heldBy collects what Services hold; values held twice fail the test.
+func heldBy(t *testing.T, svcs []corev1.Service) held {
+	t.Helper()
 	h := held{ips: map[string]bool{}, owner: map[string]string{}, ports: map[int]bool{}}
-	for i := range list.Items {
-		svc := &list.Items[i]
+	for i := range svcs {
+		svc := &svcs[i]
 		for _, ip := range service.ClusterIPs(svc) {
 			if h.ips[ip] {
 				t.Errorf("cluster IP %s held twice (again by %s)", ip, svc.Name)
@@ -171,12 +206,19 @@ func heldByServices(t *testing.T, cs kubernetes.Interface) held {
 	return h
 }
 
-// checkAllocations fails unless etcd holds exactly what the Services do:
-// an IPAddress naming its Service per cluster IP, and the node ports in
-// the bitmap; and unless the IP bitmap view soon shows the IPAddresses.
-func checkAllocations(t *testing.T, c *cluster, cli *clientv3.Client) {
+// checkAllocations fails unless etcd holds exactly what the Services do,
+// all read at one revision (a write the API server was still finishing
+// may commit meanwhile): an IPAddress naming its Service per cluster IP,
+// and the node ports in the bitmap; and unless the IP bitmap view soon
+// shows the IPAddresses.
+func checkAllocations(t *testing.T, cli *clientv3.Client) {
 	t.Helper()
-	want, got := heldByServices(t, c.clientset()), allocations(t, cli)
+	resp, err := cli.Get(context.Background(), "health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := resp.Header.Revision
+	want, got := heldBy(t, storedServices(t, cli, rev)), allocationsAt(t, cli, rev)
 	checkHeld(t, "cluster IP", want.ips, got.ips)
 	checkHeld(t, "node port", want.ports, got.ports)
 	for ip, svc := range want.owner {
@@ -277,7 +319,7 @@ func TestServiceSeedManifest(t *testing.T) {
 	if !b.ips[f[0]] || !b.ports[np] || !b.ips["10.96.0.1"] {
 		t.Fatalf("etcd (%s) lacks %s, %d or the kubernetes Service's 10.96.0.1", b, f[0], np)
 	}
-	checkAllocations(t, c, cli)
+	checkAllocations(t, cli)
 }
 
 // TestServiceErrors produces each allocation and immutability error with
@@ -330,7 +372,7 @@ func TestServiceErrors(t *testing.T) {
 	if want := `The Service "dual" is invalid: spec.ipFamilyPolicy: Invalid value: "RequireDualStack": this cluster is not configured for dual-stack services`; !strings.Contains(out, want) {
 		t.Errorf("RequireDualStack:\n%s\nwant %s", out, want)
 	}
-	checkAllocations(t, c, cli)
+	checkAllocations(t, cli)
 }
 
 // TestServiceTypeChanges: type changes and port edits take and free what
@@ -382,7 +424,7 @@ func TestServiceTypeChanges(t *testing.T) {
 	if held(lbIP) || held(np) {
 		t.Fatalf("delete kept %s or %s", lbIP, np)
 	}
-	checkAllocations(t, c, cli)
+	checkAllocations(t, cli)
 }
 
 // TestServiceRandomOperations: after 1,000 random creates, type changes
@@ -415,7 +457,7 @@ func TestServiceRandomOperations(t *testing.T) {
 	if done["create"] == 0 || done["update"] == 0 || done["delete"] == 0 || done["refused"] == 0 {
 		t.Fatalf("the mix lacks a kind of operation: %v", done)
 	}
-	checkAllocations(t, c, cli)
+	checkAllocations(t, cli)
 }
 
 // serviceTypes are what random operations turn Services into.
@@ -529,7 +571,7 @@ func TestServiceTwoAPIServers(t *testing.T) {
 	if len(h.ips) != 2*perServer+1 || len(h.ports) != 2*perServer {
 		t.Fatalf("Services hold %s, want %d distinct IPs and %d distinct ports", h, 2*perServer+1, 2*perServer)
 	}
-	checkAllocations(t, a, a.etcd())
+	checkAllocations(t, a.etcd())
 
 	// Both servers have bitmaps cached. A Service made through one and
 	// deleted through the other frees its IP and port at once, not at the
@@ -543,7 +585,7 @@ func TestServiceTwoAPIServers(t *testing.T) {
 	if err := b.clientset().CoreV1().Services("default").Delete(context.Background(), "rp-leak", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	checkAllocations(t, a, a.etcd())
+	checkAllocations(t, a.etcd())
 	leak.Spec.ClusterIP = made.Spec.ClusterIP
 	leak.Spec.Ports[0].NodePort = made.Spec.Ports[0].NodePort
 	if _, err := a.clientset().CoreV1().Services("default").Create(context.Background(), leak, metav1.CreateOptions{}); err != nil {
@@ -552,7 +594,7 @@ func TestServiceTwoAPIServers(t *testing.T) {
 
 	// 30 s of creates, type flips and deletes through both.
 	churn(t, 30*time.Second, a.clientset(), b.clientset())
-	checkAllocations(t, a, a.etcd())
+	checkAllocations(t, a.etcd())
 
 	// A stopped API server leaves the endpoints.
 	b.stop()
@@ -679,7 +721,7 @@ func TestServiceCrashMidStorm(t *testing.T) {
 		if len(acked) == 0 {
 			t.Fatalf("round %d: the storm created nothing", round)
 		}
-		checkAllocations(t, c, c.etcd())
+		checkAllocations(t, c.etcd())
 	}
 	// The last server's log is complete once it has stopped.
 	c.stop()
@@ -714,7 +756,7 @@ func TestServiceRangeExhaustion(t *testing.T) {
 	if got := c.must("get", "svc", "s14", "-o", "jsonpath={.spec.clusterIP}"); got != freed {
 		t.Fatalf("the freed address was %s, the new Service got %s", freed, got)
 	}
-	checkAllocations(t, c, c.etcd())
+	checkAllocations(t, c.etcd())
 }
 
 // TestServiceRepairAtStart: restarted with another service range, the API

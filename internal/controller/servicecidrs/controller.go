@@ -6,9 +6,10 @@
 // the default `kubernetes` one included. When one is deleted, the
 // controller keeps the finalizer, and sets Ready=False with reason
 // Terminating, as long as an IPAddress of the API server's allocator lies
-// in one of its CIDRs and in no other ServiceCIDR that stays; once none
-// does, and ten seconds after the deletion (for every API server to stop
-// allocating from it), it removes the finalizer and the ServiceCIDR goes.
+// in one of its CIDRs and in no other ServiceCIDR (one being deleted too
+// counts, as upstream's); once none does, and ten seconds after the
+// deletion (for every API server to stop allocating from it), it removes
+// the finalizer and the ServiceCIDR goes.
 // IPAddress deletions and new ServiceCIDRs bring a blocked deletion back
 // for another look.
 package servicecidrs
