@@ -15,7 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/svcnet/svcnet/internal/storage"
 )
@@ -114,7 +116,7 @@ func (a *Addresses) Sync(ctx context.Context) error {
 	}
 	cidrs := map[string]*networkingv1.ServiceCIDR{}
 	for _, kv := range resp.Kvs {
-		if sc, err := a.decodeCIDR(kv.Value); err == nil {
+		if sc, err := decodeAs[*networkingv1.ServiceCIDR](a.codec, kv.Value); err == nil {
 			cidrs[sc.Name] = sc
 		} else {
 			slog.Warn("skip a stored ServiceCIDR", "key", string(kv.Key), "err", err)
@@ -143,7 +145,7 @@ func (a *Addresses) touch() {
 // read, and writes the bitmap view, until ctx ends.
 func (a *Addresses) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { a.runView(ctx) })
+	wg.Go(func() { wait.UntilWithContext(ctx, a.writeViewIfDue, viewCheck) })
 	defer wg.Wait()
 	for ctx.Err() == nil {
 		a.mu.Lock()
@@ -250,36 +252,37 @@ func (a *Addresses) PutIPAddress(obj *networkingv1.IPAddress) (clientv3.Op, erro
 	return clientv3.OpPut(IPAddressesPrefix+obj.Name, string(data)), nil
 }
 
-// StoredIPAddress is an IPAddress as read from etcd, with its revision.
-type StoredIPAddress struct {
+// storedIPAddress is an IPAddress as read from etcd, with its revision.
+type storedIPAddress struct {
 	*networkingv1.IPAddress
-	ModRevision int64
+	modRevision int64
 }
 
-// Decode reads a stored IPAddress.
-func (a *Addresses) Decode(value []byte, modRev int64) (StoredIPAddress, error) {
-	obj, err := a.codec.Decode(value)
+// decodeAs reads a stored object of kind T.
+func decodeAs[T runtime.Object](codec storage.Codec, value []byte) (T, error) {
+	var zero T
+	obj, err := codec.Decode(value)
 	if err != nil {
-		return StoredIPAddress{}, fmt.Errorf("decode IPAddress: %w", err)
+		return zero, fmt.Errorf("decode %T: %w", zero, err)
 	}
-	ipa, ok := obj.(*networkingv1.IPAddress)
+	typed, ok := obj.(T)
 	if !ok {
-		return StoredIPAddress{}, fmt.Errorf("decode IPAddress: stored object is a %T", obj)
+		return zero, fmt.Errorf("decode %T: stored object is a %T", zero, obj)
 	}
-	return StoredIPAddress{IPAddress: ipa, ModRevision: modRev}, nil
+	return typed, nil
 }
 
 // get reads the IPAddress of ip; ok is false when there is none.
-func (a *Addresses) get(ctx context.Context, ip netip.Addr) (got StoredIPAddress, ok bool, err error) {
+func (a *Addresses) get(ctx context.Context, ip netip.Addr) (got storedIPAddress, ok bool, err error) {
 	resp, err := a.client.Get(ctx, IPAddressKey(ip))
 	if err != nil {
-		return StoredIPAddress{}, false, fmt.Errorf("read IPAddress %s: %w", ip, err)
+		return storedIPAddress{}, false, fmt.Errorf("read IPAddress %s: %w", ip, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return StoredIPAddress{}, false, nil
+		return storedIPAddress{}, false, nil
 	}
-	got, err = a.Decode(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
-	return got, err == nil, err
+	ipa, err := decodeAs[*networkingv1.IPAddress](a.codec, resp.Kvs[0].Value)
+	return storedIPAddress{IPAddress: ipa, modRevision: resp.Kvs[0].ModRevision}, err == nil, err
 }
 
 // IPTxn is one Service write's IPAddress changes, which commit with the
@@ -382,7 +385,7 @@ func (t *IPTxn) Release(ctx context.Context, ip netip.Addr, parent *networkingv1
 		return nil
 	}
 	key := IPAddressKey(ip)
-	t.extra.If = append(t.extra.If, clientv3.Compare(clientv3.ModRevision(key), "=", got.ModRevision))
+	t.extra.If = append(t.extra.If, clientv3.Compare(clientv3.ModRevision(key), "=", got.modRevision))
 	t.extra.Then = append(t.extra.Then, clientv3.OpDelete(key))
 	return nil
 }

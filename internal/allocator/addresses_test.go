@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -51,16 +52,29 @@ func startAddresses(t *testing.T, cli *clientv3.Client, cidrs string) *Addresses
 // waitTaken waits until a's cache shows ip taken (or free).
 func waitTaken(t *testing.T, a *Addresses, ip netip.Addr, want bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	within(t, func() string {
 		a.mu.Lock()
 		got := a.all[ip]
 		a.mu.Unlock()
-		if got == want {
+		if got != want {
+			return fmt.Sprintf("%s taken in the cache: %v, want %v", ip, got, want)
+		}
+		return ""
+	})
+}
+
+// within waits up to 10 s for cond to answer "", and fails with its last
+// answer.
+func within(t *testing.T, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		msg := cond()
+		if msg == "" {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s taken in the cache: %v, want %v", ip, got, want)
+			t.Fatal(msg)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -203,21 +217,20 @@ func TestAddressesTwoServers(t *testing.T) {
 // waitView waits until the bitmap view at key is want.
 func waitView(t *testing.T, cli *clientv3.Client, key, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	got := "nothing"
-	for time.Now().Before(deadline) {
+	within(t, func() string {
 		resp, err := cli.Get(context.Background(), key)
 		if err != nil {
 			t.Fatal(err)
 		}
+		got := "nothing"
 		if len(resp.Kvs) == 1 {
-			if got = string(resp.Kvs[0].Value); got == want {
-				return
-			}
+			got = string(resp.Kvs[0].Value)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("view %s: %s, want %s", key, got, want)
+		if got != want {
+			return fmt.Sprintf("view %s: %s, want %s", key, got, want)
+		}
+		return ""
+	})
 }
 
 // The RangeAllocation bitmaps are a view of the IPAddresses, written after
@@ -261,13 +274,12 @@ func putCIDR(t *testing.T, cli *clientv3.Client, sc *networkingv1.ServiceCIDR) {
 // waitInRange waits until InRange(ip) answers as want says.
 func waitInRange(t *testing.T, a *Addresses, ip netip.Addr, want bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for (a.InRange(ip) == nil) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s in range: %v, want %v", ip, a.InRange(ip), want)
+	within(t, func() string {
+		if err := a.InRange(ip); (err == nil) != want {
+			return fmt.Sprintf("%s in range: %v, want %v", ip, err, want)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // A ServiceCIDR that is Ready (or has no condition yet) and is not being

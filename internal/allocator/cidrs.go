@@ -1,9 +1,9 @@
 package allocator
 
 import (
-	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -14,29 +14,12 @@ import (
 // ServiceCIDR objects.
 const ServiceCIDRsPrefix = "/registry/servicecidrs/"
 
-// decodeCIDR reads a stored ServiceCIDR.
-func (a *Addresses) decodeCIDR(value []byte) (*networkingv1.ServiceCIDR, error) {
-	obj, err := a.codec.Decode(value)
-	if err != nil {
-		return nil, fmt.Errorf("decode ServiceCIDR: %w", err)
-	}
-	sc, ok := obj.(*networkingv1.ServiceCIDR)
-	if !ok {
-		return nil, fmt.Errorf("decode ServiceCIDR: stored object is a %T", obj)
-	}
-	return sc, nil
-}
-
 // applyCIDR records a ServiceCIDR created, changed or deleted; a.mu is
 // held.
 func (a *Addresses) applyCIDR(ev *clientv3.Event) {
 	if ev.Type == clientv3.EventTypeDelete {
-		for name := range a.cidrs {
-			if ServiceCIDRsPrefix+name == string(ev.Kv.Key) {
-				delete(a.cidrs, name)
-			}
-		}
-	} else if sc, err := a.decodeCIDR(ev.Kv.Value); err == nil {
+		delete(a.cidrs, strings.TrimPrefix(string(ev.Kv.Key), ServiceCIDRsPrefix))
+	} else if sc, err := decodeAs[*networkingv1.ServiceCIDR](a.codec, ev.Kv.Value); err == nil {
 		a.cidrs[sc.Name] = sc
 	} else {
 		slog.Warn("skip a stored ServiceCIDR", "key", string(ev.Kv.Key), "err", err)

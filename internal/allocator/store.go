@@ -61,13 +61,6 @@ func NewStore(client *clientv3.Client, cfg *Config) *Store {
 // Config is the store's ranges.
 func (s *Store) Config() *Config { return s.cfg }
 
-func ipKey(i int) string {
-	if i == 0 {
-		return ServiceIPsKey
-	}
-	return SecondaryServiceIPsKey
-}
-
 // stored is one bitmap key as read from etcd.
 type stored struct {
 	ra                         *corev1.RangeAllocation

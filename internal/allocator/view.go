@@ -20,25 +20,24 @@ const (
 	viewMaxDelay = 10 * time.Second
 )
 
-// runView writes the bitmap view when it is due.
-func (a *Addresses) runView(ctx context.Context) {
-	t := time.NewTicker(viewCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		a.mu.Lock()
-		due := a.dirty && (time.Since(a.changed) >= viewQuiet || time.Since(a.viewed) >= viewMaxDelay)
-		a.mu.Unlock()
-		if due {
-			if err := a.WriteView(ctx); err != nil && ctx.Err() == nil {
-				slog.Warn("write the service IP bitmaps", "err", err)
-			}
+// writeViewIfDue writes the bitmap view when it is due.
+func (a *Addresses) writeViewIfDue(ctx context.Context) {
+	a.mu.Lock()
+	due := a.dirty && (time.Since(a.changed) >= viewQuiet || time.Since(a.viewed) >= viewMaxDelay)
+	a.mu.Unlock()
+	if due {
+		if err := a.WriteView(ctx); err != nil && ctx.Err() == nil {
+			slog.Warn("write the service IP bitmaps", "err", err)
 		}
 	}
+}
+
+// ipKey is the RangeAllocation key of the i-th flag range.
+func ipKey(i int) string {
+	if i == 0 {
+		return ServiceIPsKey
+	}
+	return SecondaryServiceIPsKey
 }
 
 // WriteView writes the RangeAllocation bitmaps of the service CIDRs from

@@ -36,9 +36,10 @@ import (
 const maxNameAttempts = 8
 
 // maxExtraRetries bounds, separately, the retries of writes whose
-// registry.Writer conditions failed: the Service allocation bitmaps are
-// shared by every Service write, so API servers on one etcd contend for
-// them far more often than for any one object.
+// registry.Writer conditions failed: the node port bitmap is shared by
+// every Service write that takes or frees a node port, and a dynamic
+// cluster IP picked from a cache that lags fails until the cache catches
+// up, so these conditions fail far more often than any one object's.
 const maxExtraRetries = 200
 
 // retryExtra reports whether err is a failed Writer condition that may be

@@ -106,7 +106,7 @@ func (r *Repair) Run(ctx context.Context, interval time.Duration) {
 // repair checks the Services, the IPAddresses and the node port bitmap as
 // of one revision; ErrRebuildConflict when a fix found them changed since.
 func (r *Repair) repair(ctx context.Context) ([]problem, error) {
-	list, err := r.Store.List(ctx, "/registry/services/", storage.ListOptions{})
+	list, err := r.Store.List(ctx, servicesPrefix, storage.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list services: %w", err)
 	}
@@ -170,9 +170,10 @@ type ipRepair struct {
 	problems []problem
 }
 
-func serviceKey(svc *corev1.Service) string {
-	return "/registry/services/" + svc.Namespace + "/" + svc.Name
-}
+// servicesPrefix is the etcd prefix of the Services.
+const servicesPrefix = "/registry/services/"
+
+func serviceKey(namespace, name string) string { return servicesPrefix + namespace + "/" + name }
 
 func revisionOf(rv string) int64 {
 	n, _ := strconv.ParseInt(rv, 10, 64)
@@ -207,7 +208,7 @@ func (p *ipRepair) allocate(ctx context.Context, svc *corev1.Service, ip netip.A
 	if old := p.byName[ipa.Name]; old != nil {
 		ipRev = revisionOf(old.ResourceVersion)
 	}
-	if err := p.fix(ctx, serviceKey(svc), revisionOf(svc.ResourceVersion), ipa.Name, ipRev, op); err != nil {
+	if err := p.fix(ctx, serviceKey(svc.Namespace, svc.Name), revisionOf(svc.ResourceVersion), ipa.Name, ipRev, op); err != nil {
 		return err
 	}
 	p.byName[ipa.Name] = ipa
@@ -238,79 +239,94 @@ func (p *ipRepair) run(ctx context.Context, svcs []*corev1.Service) error {
 	}
 	for _, svc := range svcs {
 		for _, clusterIP := range service.ClusterIPs(svc) {
-			a, ok := netip.AddrFromSlice(netutils.ParseIPSloppy(clusterIP))
-			if !ok {
-				p.problems = append(p.problems, serviceProblem(svc, ipRepairComponent, "ClusterIPValidation", "ClusterIPNotValid",
-					fmt.Sprintf("Cluster IP %s is not a valid IP; please recreate Service", clusterIP)))
-				continue
-			}
-			ip := a.Unmap()
-			family := allocator.FamilyOf(ip)
-			if !p.alloc.Covers(ip) {
-				p.problems = append(p.problems, serviceProblem(svc, ipRepairComponent, "ClusterIPAllocation", "ClusterIPOutOfRange",
-					fmt.Sprintf("Cluster IP [%s]: %s is not within any configured Service CIDR; please recreate service", family, ip)))
-				continue
-			}
-			ipa := p.byName[ip.String()]
-			wrongRef := fmt.Sprintf("the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
-			switch {
-			case ipa == nil:
-				if err := p.allocate(ctx, svc, ip); err != nil {
-					return err
-				}
-				p.problems = append(p.problems, serviceProblem(svc, ipRepairComponent, "ClusterIPAllocation", "ClusterIPNotAllocated",
-					fmt.Sprintf("Cluster IP [%s]: %s is not allocated; repairing", family, ip)))
-			case !references(ipa):
-				if err := p.allocate(ctx, svc, ip); err != nil {
-					return err
-				}
-				p.problems = append(p.problems, serviceProblem(svc, ipRepairComponent, "ClusterIPAllocation", "ClusterIPNotAllocated", wrongRef))
-			case ipa.Spec.ParentRef.Namespace != svc.Namespace || ipa.Spec.ParentRef.Name != svc.Name:
-				if other := byKey[ipa.Spec.ParentRef.Namespace+"/"+ipa.Spec.ParentRef.Name]; other != nil && holds(other, ipa.Name) {
-					p.problems = append(p.problems, serviceProblem(svc, ipRepairComponent, "ClusterIPAllocation", "ClusterIPAlreadyAllocated",
-						fmt.Sprintf("Cluster IP [%s]:%s was assigned to multiple services; please recreate service", family, ip)))
-					continue
-				}
-				if err := p.allocate(ctx, svc, ip); err != nil {
-					return err
-				}
-				p.problems = append(p.problems, serviceProblem(svc, ipRepairComponent, "ClusterIPAllocation", "ClusterIPNotAllocated", wrongRef))
-			case !labelled(ipa):
-				if err := p.allocate(ctx, svc, ip); err != nil {
-					return err
-				}
+			if err := p.checkClusterIP(ctx, svc, clusterIP, byKey); err != nil {
+				return err
 			}
 		}
 	}
 	for name, ipa := range p.byName {
-		if ipa.Labels[networkingv1.LabelManagedBy] != allocator.ManagedBy {
-			continue // not the allocator's
-		}
-		var svcKey string
-		var svcRev int64
-		var msg, reason string
-		switch ref := ipa.Spec.ParentRef; {
-		case !references(ipa):
-			reason, msg = "IPAddressNotAllocated", fmt.Sprintf("IPAddress %s appears to have been modified, not referencing a Service %v: cleaning up", name, ref)
-		default:
-			svc := byKey[ref.Namespace+"/"+ref.Name]
-			svcKey = "/registry/services/" + ref.Namespace + "/" + ref.Name
-			switch {
-			case svc == nil:
-				reason, msg = "IPAddressNotAllocated", fmt.Sprintf("IPAddress: %s for Service %s/%s appears to have leaked: cleaning up", name, ref.Namespace, ref.Name)
-			case holds(svc, name):
-				continue
-			default:
-				svcRev = revisionOf(svc.ResourceVersion)
-				reason, msg = "IPAddressWrongReference", fmt.Sprintf("IPAddress: %s for Service %s/%s has a wrong reference; cleaning up", name, ref.Namespace, ref.Name)
-			}
-		}
-		if err := p.fix(ctx, svcKey, svcRev, name, revisionOf(ipa.ResourceVersion), clientv3.OpDelete(allocator.IPAddressesPrefix+name)); err != nil {
+		if err := p.checkIPAddress(ctx, name, ipa, byKey); err != nil {
 			return err
 		}
-		slog.Warn("deleted an IPAddress no Service holds", "ipaddress", name, "reason", reason)
-		p.problems = append(p.problems, ipAddressProblem(ipa, reason, msg))
 	}
+	return nil
+}
+
+// checkClusterIP gives a Service's cluster IP its IPAddress when it has
+// none, a wrong one or one without the allocator's labels.
+func (p *ipRepair) checkClusterIP(ctx context.Context, svc *corev1.Service, clusterIP string, byKey map[string]*corev1.Service) error {
+	report := func(action, reason, message string) {
+		p.problems = append(p.problems, serviceProblem(svc, ipRepairComponent, action, reason, message))
+	}
+	a, ok := netip.AddrFromSlice(netutils.ParseIPSloppy(clusterIP))
+	if !ok {
+		report("ClusterIPValidation", "ClusterIPNotValid", fmt.Sprintf("Cluster IP %s is not a valid IP; please recreate Service", clusterIP))
+		return nil
+	}
+	ip := a.Unmap()
+	family := allocator.FamilyOf(ip)
+	if !p.alloc.Covers(ip) {
+		report("ClusterIPAllocation", "ClusterIPOutOfRange",
+			fmt.Sprintf("Cluster IP [%s]: %s is not within any configured Service CIDR; please recreate service", family, ip))
+		return nil
+	}
+	wrongRef := fmt.Sprintf("the ClusterIP [%s]: %s for Service %s/%s has a wrong reference; repairing", family, ip, svc.Namespace, svc.Name)
+	var reason, message string
+	switch ipa := p.byName[ip.String()]; {
+	case ipa == nil:
+		reason, message = "ClusterIPNotAllocated", fmt.Sprintf("Cluster IP [%s]: %s is not allocated; repairing", family, ip)
+	case !references(ipa):
+		reason, message = "ClusterIPNotAllocated", wrongRef
+	case ipa.Spec.ParentRef.Namespace != svc.Namespace || ipa.Spec.ParentRef.Name != svc.Name:
+		if other := byKey[ipa.Spec.ParentRef.Namespace+"/"+ipa.Spec.ParentRef.Name]; other != nil && holds(other, ipa.Name) {
+			report("ClusterIPAllocation", "ClusterIPAlreadyAllocated",
+				fmt.Sprintf("Cluster IP [%s]:%s was assigned to multiple services; please recreate service", family, ip))
+			return nil
+		}
+		reason, message = "ClusterIPNotAllocated", wrongRef
+	case labelled(ipa):
+		return nil
+	}
+	// An IPAddress without the allocator's labels is replaced silently.
+	if err := p.allocate(ctx, svc, ip); err != nil {
+		return err
+	}
+	if reason != "" {
+		report("ClusterIPAllocation", reason, message)
+	}
+	return nil
+}
+
+// checkIPAddress deletes an IPAddress of the allocator that names no
+// Service, a Service that is gone, or one that does not hold its address.
+func (p *ipRepair) checkIPAddress(ctx context.Context, name string, ipa *networkingv1.IPAddress, byKey map[string]*corev1.Service) error {
+	if ipa.Labels[networkingv1.LabelManagedBy] != allocator.ManagedBy {
+		return nil // not the allocator's
+	}
+	ref := ipa.Spec.ParentRef
+	var svc *corev1.Service
+	var svcKey string
+	if references(ipa) {
+		svc, svcKey = byKey[ref.Namespace+"/"+ref.Name], serviceKey(ref.Namespace, ref.Name)
+	}
+	var svcRev int64
+	var reason, message string
+	switch {
+	case !references(ipa):
+		reason, message = "IPAddressNotAllocated", fmt.Sprintf("IPAddress %s appears to have been modified, not referencing a Service %v: cleaning up", name, ref)
+	case svc == nil:
+		reason, message = "IPAddressNotAllocated", fmt.Sprintf("IPAddress: %s for Service %s/%s appears to have leaked: cleaning up", name, ref.Namespace, ref.Name)
+	case holds(svc, name):
+		return nil
+	default:
+		svcRev = revisionOf(svc.ResourceVersion)
+		reason, message = "IPAddressWrongReference", fmt.Sprintf("IPAddress: %s for Service %s/%s has a wrong reference; cleaning up", name, ref.Namespace, ref.Name)
+	}
+	if err := p.fix(ctx, svcKey, svcRev, name, revisionOf(ipa.ResourceVersion), clientv3.OpDelete(allocator.IPAddressesPrefix+name)); err != nil {
+		return err
+	}
+	slog.Warn("deleted an IPAddress no Service holds", "ipaddress", name, "reason", reason)
+	p.problems = append(p.problems, ipAddressProblem(ipa, reason, message))
 	return nil
 }
 

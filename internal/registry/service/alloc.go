@@ -34,17 +34,19 @@ func (s strategy) PrepareWrite(ctx context.Context, obj, old runtime.Object, dry
 	if !touchesAllocations(svc, prev) {
 		return storage.Extra{}, func(error) {}, nil
 	}
-	op := &operation{ctx: ctx, alloc: s.alloc, cfg: s.cfg, dryRun: dryRun, ips: s.alloc.IPs.Begin()}
+	named := svc
+	if named == nil {
+		named = prev
+	}
+	op := &operation{ctx: ctx, alloc: s.alloc, cfg: s.cfg, dryRun: dryRun, ips: s.alloc.IPs.Begin(),
+		parent: allocator.ServiceRef(named.Namespace, named.Name)}
 	var err error
 	switch {
 	case prev == nil:
-		op.parent = allocator.ServiceRef(svc.Namespace, svc.Name)
 		err = op.create(svc)
 	case svc == nil:
-		op.parent = allocator.ServiceRef(prev.Namespace, prev.Name)
 		err = op.releaseAll(prev)
 	default:
-		op.parent = allocator.ServiceRef(svc.Namespace, svc.Name)
 		err = op.update(svc, prev)
 	}
 	if err != nil && op.ports != nil && !op.ports.Fresh() {
