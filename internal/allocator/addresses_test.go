@@ -306,6 +306,9 @@ func TestAddressesFromServiceCIDRs(t *testing.T) {
 	if err != nil || !netip.MustParsePrefix("10.1.0.0/29").Contains(ip) || commitIPs(t, cli, txn) != nil {
 		t.Fatalf("address once extra is there: %s, %v", ip, err)
 	}
+	// The IPAddress and ServiceCIDR watches are separate streams: let the
+	// cache see the address before the ranges change under it.
+	waitTaken(t, a, ip, true)
 	// The IPv6 CIDR of a single-stack IPv4 cluster is not allocated.
 	if err := a.InRange(netip.MustParseAddr("fd00::5")); !errors.Is(err, ErrMismatchedNetwork) {
 		t.Fatalf("fd00::5: %v", err)
