@@ -33,6 +33,9 @@ inputs=(
 	k8s.io/api/storage/v1
 	k8s.io/api/coordination/v1
 	k8s.io/api/policy/v1
+	k8s.io/api/rbac/v1
+	k8s.io/api/authentication/v1
+	k8s.io/api/authorization/v1
 	k8s.io/apimachinery/pkg/apis/meta/v1
 	k8s.io/apimachinery/pkg/runtime
 	k8s.io/apimachinery/pkg/util/intstr

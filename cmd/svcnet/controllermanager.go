@@ -63,6 +63,9 @@ func controllerManagerCommand() *cobra.Command {
 	o := controllerManagerFlags(cmd)
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the API server (written by svcnet up or svcnet apiserver)")
 	_ = cmd.MarkFlagRequired("kubeconfig")
+	cmd.Flags().BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", false, "run each controller as its own kube-system ServiceAccount, as kubeadm does (the kubeconfig's user needs system:kube-controller-manager's rights)")
+	cmd.Flags().StringVar(&o.SchedulerKubeconfig, "scheduler-kubeconfig", "", "kubeconfig of the scheduler's identity (default: --kubeconfig)")
+	cmd.Flags().StringVar(&o.RootCAFile, "root-ca-file", "", "PEM CA bundle published as ca.crt of every namespace's kube-root-ca.crt ConfigMap (default: the kubeconfig's CA)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		klog.SetSlogLogger(slog.Default())
 		cm, err := cluster.StartControllerManager(cmd.Context(), *o)

@@ -45,6 +45,7 @@ func nodeCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", filepath.Join(cluster.DefaultDataDir(), "kubeconfig"), "kubeconfig of the API server")
+	f.StringVar(&o.ProxyKubeconfig, "proxy-kubeconfig", "", "kubeconfig of the Service proxy's identity, system:kube-proxy (default: --kubeconfig)")
 	f.StringVar(&o.DataDir, "data-dir", cluster.DefaultDataDir(), "directory for the node's pods, logs and addresses (under node/)")
 	f.BoolVar(&o.StopPodsOnExit, "stop-pods-on-exit", false, "stop the node's pods and remove the proxy's rules when the agent exits (by default they stay and are adopted on restart)")
 	f.BoolVar(&cleanup, "cleanup", false, "remove the Service proxy's nftables rules from the node's network namespace and exit")

@@ -1,7 +1,7 @@
 // Package addons is what `svcnet up` installs into a cluster, as kubeadm
 // installs its add-ons after the control plane is up: cluster DNS as
-// kubeadm's CoreDNS manifests lay it out (ServiceAccount coredns,
-// ConfigMap coredns with the Corefile, Deployment coredns with pods
+// kubeadm's CoreDNS manifests lay it out (ServiceAccount coredns, its
+// ClusterRole and ClusterRoleBinding system:coredns, ConfigMap coredns with the Corefile, Deployment coredns with pods
 // labelled k8s-app=kube-dns, Service kube-dns on the cluster DNS address),
 // played by svcnet's built-in coredns image. Scheduling, endpoints and
 // node failures then work for DNS as for any workload.
@@ -22,6 +22,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,6 +77,8 @@ func Apply(ctx context.Context, client kubernetes.Interface, c Config) error {
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	for _, step := range []func() error{
 		func() error { return apply(ctx, client.CoreV1().ServiceAccounts(ns), serviceAccount()) },
+		func() error { return apply(ctx, client.RbacV1().ClusterRoles(), clusterRole()) },
+		func() error { return apply(ctx, client.RbacV1().ClusterRoleBindings(), clusterRoleBinding()) },
 		func() error { return apply(ctx, client.CoreV1().ConfigMaps(ns), configMap(c)) },
 		func() error { return apply(ctx, client.CoreV1().Secrets(ns), secret(c)) },
 		func() error { return apply(ctx, client.CoreV1().Services(ns), service(c, labels)) },
@@ -126,6 +129,31 @@ func meta(kind, apiVersion, name string, labels map[string]string) (metav1.TypeM
 func serviceAccount() *corev1.ServiceAccount {
 	tm, om := meta("ServiceAccount", "v1", DNSDeployment, nil)
 	return &corev1.ServiceAccount{TypeMeta: tm, ObjectMeta: om}
+}
+
+// dnsRole names kubeadm's ClusterRole and ClusterRoleBinding of the DNS
+// pods' service account.
+const dnsRole = "system:coredns"
+
+// clusterRole lets the DNS pods watch what they answer from, as kubeadm's.
+func clusterRole() *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{Kind: "ClusterRole", APIVersion: "rbac.authorization.k8s.io/v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: dnsRole},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+		},
+	}
+}
+
+func clusterRoleBinding() *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{Kind: "ClusterRoleBinding", APIVersion: "rbac.authorization.k8s.io/v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: dnsRole},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: dnsRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: DNSDeployment, Namespace: metav1.NamespaceSystem}},
+	}
 }
 
 // Corefile is kubeadm's, with the kubeconfig the pods reach the API with

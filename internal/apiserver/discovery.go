@@ -2,8 +2,10 @@ package apiserver
 
 import (
 	"encoding/json"
+	"maps"
 	"mime"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -54,6 +56,10 @@ func subresourcesOf(r *registry.Resource) []subresource {
 	if r.Scale != nil {
 		out = append(out, subresource{name: "scale", kind: schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}, verbs: []string{"get", "patch", "update"}})
 	}
+	for _, name := range slices.Sorted(maps.Keys(r.Actions)) {
+		a := r.Actions[name]
+		out = append(out, subresource{name: name, kind: a.Kind, verbs: []string{"create"}})
+	}
 	if r.Status {
 		out = append(out, subresource{name: "status", kind: schema.GroupVersionKind{Kind: r.Kind.Kind}, verbs: []string{"get", "patch", "update"}})
 	}
@@ -78,6 +84,10 @@ func newDiscovery(set *registry.Set) *discovery {
 			if r.Kind.GroupVersion() != gv {
 				continue
 			}
+			verbs := allVerbs
+			if r.Create != nil {
+				verbs = []string{"create"}
+			}
 			scope := apidiscoveryv2.ScopeCluster
 			if r.Namespaced {
 				scope = apidiscoveryv2.ScopeNamespace
@@ -87,13 +97,13 @@ func newDiscovery(set *registry.Set) *discovery {
 				ResponseKind:     &metav1.GroupVersionKind{Kind: r.Kind.Kind},
 				Scope:            scope,
 				SingularResource: r.Singular,
-				Verbs:            allVerbs,
+				Verbs:            verbs,
 				ShortNames:       r.ShortNames,
 				Categories:       r.Categories,
 			}
 			list.APIResources = append(list.APIResources, metav1.APIResource{
 				Name: r.Resource, SingularName: r.Singular, Namespaced: r.Namespaced, Kind: r.Kind.Kind,
-				Verbs: allVerbs, ShortNames: r.ShortNames, Categories: r.Categories,
+				Verbs: verbs, ShortNames: r.ShortNames, Categories: r.Categories,
 			})
 			for _, sub := range subresourcesOf(r) {
 				rd.Subresources = append(rd.Subresources, apidiscoveryv2.APISubresourceDiscovery{
@@ -122,7 +132,7 @@ func newDiscovery(set *registry.Set) *discovery {
 		d.byGroup[gv.Group] = group
 		d.groupList.Groups = append(d.groupList.Groups, group)
 	}
-	d.pathsCache = []string{"/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v2", "/openapi/v3", "/readyz", "/version"}
+	d.pathsCache = []string{"/.well-known/openid-configuration", "/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v2", "/openapi/v3", "/openid/v1/jwks", "/readyz", "/version"}
 	for gv := range d.byGV {
 		if gv != "v1" {
 			d.pathsCache = append(d.pathsCache, "/apis/"+gv, "/apis/"+strings.Split(gv, "/")[0])

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/svcnet/svcnet/internal/auth/authz"
 	"github.com/svcnet/svcnet/internal/registry"
 )
 
@@ -136,11 +137,27 @@ func TestDeleteCollectionAndMetrics(t *testing.T) {
 	if err != nil || len(l.Items) != 1 || l.Items[0].Name != "y1" {
 		t.Fatalf("after deletecollection: %v %v", err, l)
 	}
+	// Anonymous requests are authorized like any: here only the
+	// public-info paths are allowed them.
+	s.authz = authz.Union{authz.PrivilegedGroups{"system:masters"}, publicInfo{}}
 	h := s.Handler()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), `forbidden: User \"system:anonymous\" cannot get path \"/metrics\"`) {
+		t.Fatalf("anonymous /metrics: %d %s, want 403", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/namespaces/default/configmaps", nil))
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(),
+		`configmaps is forbidden: User \"system:anonymous\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"`) {
+		t.Fatalf("anonymous list: %d %s, want 403", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/version", nil)
+	req.Header.Set("Authorization", "Bearer nobody-knows-this")
+	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusUnauthorized {
-		t.Fatalf("anonymous /metrics: %d, want 401", rec.Code)
+		t.Fatalf("/version with an unknown token: %d, want 401", rec.Code)
 	}
 	// system:public-info-viewer: anyone may read the version.
 	rec = httptest.NewRecorder()
@@ -162,4 +179,18 @@ func TestDeleteCollectionAndMetrics(t *testing.T) {
 	if rec.Code != http.StatusOK || rec.Body.String() != "ok" {
 		t.Fatalf("/readyz: %d %s", rec.Code, rec.Body)
 	}
+}
+
+// publicInfo allows everyone what upstream's system:public-info-viewer
+// does.
+type publicInfo struct{}
+
+func (publicInfo) Authorize(_ context.Context, a authz.Attributes) (authz.Decision, string, error) {
+	switch a.Path {
+	case "/healthz", "/livez", "/readyz", "/version", "/version/":
+		if !a.ResourceRequest && a.Verb == "get" {
+			return authz.Allow, "", nil
+		}
+	}
+	return authz.NoOpinion, "", nil
 }

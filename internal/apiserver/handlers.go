@@ -43,6 +43,18 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, ri *reque
 		}
 		return
 	}
+	if action, ok := ri.res.Actions[ri.subresource]; ok {
+		if err := s.serveAction(w, r, ri, action); err != nil {
+			writeError(w, r, err)
+		}
+		return
+	}
+	if ri.res.Create != nil {
+		if err := s.serveVirtual(w, r, ri); err != nil {
+			writeError(w, r, err)
+		}
+		return
+	}
 	err := subresourceAllows(ri)
 	if err == nil {
 		switch ri.verb {

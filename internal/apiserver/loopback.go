@@ -4,20 +4,38 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/svcnet/svcnet/internal/auth/authn"
 )
 
-// LoopbackConfig is a client configuration that reaches this server in
-// process, as upstream's loopback client does, for the API server's own
-// controllers (the `kubernetes` Service, repair events). Requests skip TLS
-// and client authentication, and are not rate limited.
-func (s *Server) LoopbackConfig() *rest.Config {
-	return &rest.Config{
-		Host:      "http://apiserver.loopback",
-		Transport: loopback{handler: s.metrics.instrument(http.HandlerFunc(s.ServeHTTP))},
-		QPS:       -1,
-	}
+// Loopback is a client configuration that reaches a server in process,
+// as upstream's loopback client does, for the API server's own
+// controllers and caches (the `kubernetes` Service, repair events, the
+// RBAC policy). It exists before the server it reaches (Config.Loopback),
+// so that what the server is built from may read through it. Requests
+// skip TLS and authentication: they are the API server's own
+// (system:apiserver, in system:masters), and are not rate limited.
+type Loopback struct {
+	server atomic.Pointer[Server]
+}
+
+// Config is the client configuration; its requests fail until the
+// server is built.
+func (l *Loopback) Config() *rest.Config {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := l.server.Load()
+		if s == nil {
+			http.Error(w, "the API server is not built yet", http.StatusServiceUnavailable)
+			return
+		}
+		s.metrics.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.authorize(w, r.WithContext(authn.WithUser(r.Context(), authn.Loopback())))
+		})).ServeHTTP(w, r)
+	})
+	return &rest.Config{Host: "http://apiserver.loopback", Transport: loopback{handler: h}, QPS: -1}
 }
 
 // loopback is an http.RoundTripper that serves each request with the

@@ -164,20 +164,30 @@ func (s *Server) validateCreate(res *registry.Resource, obj runtime.Object) erro
 	return nil
 }
 
-// create stores a new object of res in namespace ns.
-func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, obj runtime.Object, o writeOptions) (runtime.Object, error) {
+// placeIn sets a new object's namespace to the URL's ns (none for a
+// cluster-scoped kind); an object naming another is refused.
+func placeIn(res *registry.Resource, ns string, obj runtime.Object) (metav1.Object, error) {
 	a, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	if res.Namespaced {
-		if a.GetNamespace() == "" {
-			a.SetNamespace(ns)
-		} else if ns != "" && a.GetNamespace() != ns {
-			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
-		}
-	} else {
+	if !res.Namespaced {
 		a.SetNamespace("")
+		return a, nil
+	}
+	if a.GetNamespace() == "" {
+		a.SetNamespace(ns)
+	} else if ns != "" && a.GetNamespace() != ns {
+		return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return a, nil
+}
+
+// create stores a new object of res in namespace ns.
+func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, obj runtime.Object, o writeOptions) (runtime.Object, error) {
+	a, err := placeIn(res, ns, obj)
+	if err != nil {
+		return nil, err
 	}
 	if a.GetResourceVersion() != "" {
 		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
@@ -199,6 +209,11 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 		a.SetGeneration(0)
 	}
 	res.Strategy.Default(obj)
+	if ad, ok := res.Strategy.(registry.Admitter); ok {
+		if err := ad.Admit(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
 	res.Strategy.PrepareForCreate(obj)
 	generated := a.GetName() == "" && a.GetGenerateName() != ""
 	nameFrom := res.GenerateName

@@ -92,6 +92,9 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) hasSubresource(res *registry.Resource, sub string) bool {
+	if _, ok := res.Actions[sub]; ok {
+		return true
+	}
 	switch sub {
 	case "status":
 		return res.Status

@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -22,6 +23,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 
+	"github.com/svcnet/svcnet/internal/auth/authn"
+	"github.com/svcnet/svcnet/internal/auth/authz"
+	"github.com/svcnet/svcnet/internal/auth/serviceaccount"
 	"github.com/svcnet/svcnet/internal/httpserve"
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/storage"
@@ -39,6 +43,17 @@ type Config struct {
 	Version version.Info
 	// KubeletTLS holds the client certificate for node agents (pods/log).
 	KubeletTLS *tls.Config
+	// Authenticator names the user of each request; nil authenticates
+	// client certificates and takes other requests as anonymous.
+	Authenticator *authn.Authenticator
+	// Authorizer decides on each authenticated request; nil allows
+	// everything (upstream's AlwaysAllow).
+	Authorizer authz.Authorizer
+	// Loopback, if set, reaches this server once built.
+	Loopback *Loopback
+	// Issuer serves the service account issuer's OpenID discovery
+	// document and keys; nil answers 404.
+	Issuer http.Handler
 }
 
 // Server is the API server's HTTP handler and write path.
@@ -52,6 +67,9 @@ type Server struct {
 	metrics    *metrics
 	discovery  *discovery
 	kubelet    *http.Client
+	authn      *authn.Authenticator
+	authz      authz.Authorizer
+	issuer     http.Handler
 }
 
 // New builds a Server. The resource set must include namespaces.
@@ -69,8 +87,17 @@ func New(c Config) (*Server, error) {
 		version:    c.Version,
 		metrics:    newMetrics(),
 		kubelet:    newKubeletClient(c.KubeletTLS),
+		authn:      c.Authenticator,
+		authz:      c.Authorizer,
+		issuer:     c.Issuer,
+	}
+	if s.authn == nil {
+		s.authn = &authn.Authenticator{}
 	}
 	s.discovery = newDiscovery(c.Resources)
+	if c.Loopback != nil {
+		c.Loopback.server.Store(s)
+	}
 	return s, nil
 }
 
@@ -107,22 +134,46 @@ func (s *Server) Serve(ctx context.Context, tlsConfig *tls.Config, lns ...net.Li
 	return errors.Join(errs...)
 }
 
-// Handler is the full handler: authentication, metrics, then routing.
+// Handler is the full handler: authentication, metrics, authorization,
+// then routing.
 func (s *Server) Handler() http.Handler {
 	return s.metrics.instrument(http.HandlerFunc(s.authenticate))
 }
 
-// anonymousPaths are the endpoints reachable without a client certificate,
-// as upstream's system:public-info-viewer role allows them to everyone:
-// the health checks and the version.
-var anonymousPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true, "/version": true, "/version/": true}
-
+// authenticate names the request's user (401 when its credentials are
+// refused), or the user it may impersonate, and passes it on to be
+// authorized.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) {
-	if !anonymousPaths[r.URL.Path] && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+	u, err := s.authn.Authenticate(r)
+	if err != nil {
 		writeJSON(w, http.StatusUnauthorized, &metav1.Status{
 			Status: metav1.StatusFailure, Message: "Unauthorized", Reason: metav1.StatusReasonUnauthorized, Code: http.StatusUnauthorized,
 		})
 		return
+	}
+	if u, err = s.impersonate(r, u); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	s.authorize(w, r.WithContext(authn.WithUser(r.Context(), u)))
+}
+
+// authorize asks the authorizer about the request of the user in its
+// context, answering upstream's 403 for what it does not allow, before
+// the request is routed: a path the server does not serve is refused to
+// whoever may not see it, and found missing only for those who may.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
+	if s.authz != nil {
+		u, _ := authn.UserFrom(r.Context())
+		a := authz.RequestAttributes(r, u)
+		d, reason, err := s.authz.Authorize(r.Context(), a)
+		if d != authz.Allow {
+			if err != nil {
+				slog.Error("Authorization error", "user", u.GetName(), "verb", a.Verb, "path", r.URL.Path, "err", err)
+			}
+			writeError(w, r, authz.Forbidden(a, reason))
+			return
+		}
 	}
 	s.ServeHTTP(w, r)
 }
@@ -139,6 +190,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case p == "/version" || p == "/version/":
 		writeRawJSON(w, http.StatusOK, s.version)
+		return
+	case (p == serviceaccount.OpenIDConfigurationPath || p == serviceaccount.JWKSPath) && s.issuer != nil:
+		s.issuer.ServeHTTP(w, r)
 		return
 	case strings.HasPrefix(p, "/openapi/"):
 		if s.openapi != nil {

@@ -148,6 +148,64 @@ func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, ri *request
 	return nil
 }
 
+// serveVirtual answers a create of a virtual resource (a review) with
+// what the resource makes of the object; nothing is stored.
+func (s *Server) serveVirtual(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
+	if ri.verb != "create" || ri.name != "" {
+		return apierrors.NewMethodNotSupported(ri.res.GroupResource(), ri.verb)
+	}
+	wr, err := readWrite(r, &metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	obj, warnings, err := decodeObject(ri.res, ri.res.Kind, r.Header.Get("Content-Type"), wr.body, wr.directive)
+	if err != nil {
+		return err
+	}
+	a, err := placeIn(ri.res, ri.namespace, obj)
+	if err != nil {
+		return err
+	}
+	ri.res.Strategy.Default(obj)
+	if errs := ri.res.Strategy.Validate(obj); len(errs) > 0 {
+		return apierrors.NewInvalid(ri.res.Kind.GroupKind(), a.GetName(), errs)
+	}
+	out, err := ri.res.Create(r.Context(), ri.namespace, obj)
+	if err != nil {
+		return err
+	}
+	registry.SetKind(out)
+	addWarnings(w, warnings)
+	writeObject(w, http.StatusCreated, wr.f, out)
+	return nil
+}
+
+// serveAction answers a create of an action subresource (a
+// TokenRequest) with what the action makes of the posted object.
+func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, ri *requestInfo, action registry.Action) error {
+	if ri.verb != "create" {
+		gr := ri.res.GroupResource()
+		gr.Resource += "/" + ri.subresource
+		return apierrors.NewMethodNotSupported(gr, ri.verb)
+	}
+	wr, err := readWrite(r, &metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	obj, warnings, err := decodeObject(ri.res, action.Kind, r.Header.Get("Content-Type"), wr.body, wr.directive)
+	if err != nil {
+		return err
+	}
+	out, err := action.Create(r.Context(), ri.namespace, ri.name, obj)
+	if err != nil {
+		return err
+	}
+	registry.SetKind(out)
+	addWarnings(w, warnings)
+	writeObject(w, http.StatusCreated, wr.f, out)
+	return nil
+}
+
 // writeRequest is what create, update and patch all read first.
 type writeRequest struct {
 	f         outputFormat

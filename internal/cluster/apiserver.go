@@ -20,12 +20,15 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/apiserver"
+	"github.com/svcnet/svcnet/internal/auth/bootstrappolicy"
+	"github.com/svcnet/svcnet/internal/auth/serviceaccount"
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/controlplane/defaultservicecidr"
@@ -34,6 +37,7 @@ import (
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/all"
 	"github.com/svcnet/svcnet/internal/storage"
+	"github.com/svcnet/svcnet/internal/storage/encryption"
 )
 
 // maintenanceInterval is how often the embedded etcd's database is looked
@@ -70,12 +74,23 @@ type APIServerOptions struct {
 	// it may be a load balancer's.)
 	ServeAdvertised bool
 	AdvertiseNetNS  string
+	// AuthorizationModes are the authorizers asked in turn (RBAC,
+	// AlwaysAllow); empty means RBAC.
+	AuthorizationModes []string
 	// EtcdQuotaBackendBytes is the embedded member's quota (0: etcd's 2
 	// GiB); RunMaintenance keeps it usable.
 	EtcdQuotaBackendBytes int64
 	// EtcdLog, if set, gets the embedded etcd's own log (etcd's JSON
 	// lines, info level); otherwise it logs only what is fatal.
 	EtcdLog io.Writer
+	// EncryptionProviderConfig is kube-apiserver's
+	// --encryption-provider-config: an EncryptionConfiguration file whose
+	// providers encrypt resources in etcd (see package encryption).
+	EncryptionProviderConfig string
+	// EncryptSecrets (up's --encrypt-secrets) encrypts Secrets with an
+	// aescbc key generated once into DataDir/pki/encryption-config.yaml;
+	// not with EncryptionProviderConfig.
+	EncryptSecrets bool
 }
 
 // Defaults of the Service ranges.
@@ -141,6 +156,10 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
+	enc, err := loadEncryption(&o)
+	if err != nil {
+		return nil, err
+	}
 	a := &APIServer{done: make(chan error, 1)}
 	endpoints := o.EtcdServers
 	if len(endpoints) == 0 {
@@ -163,11 +182,29 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	store := storage.New(cli, registry.JSONCodec{})
 	alloc := allocator.NewServices(cli, ranges, registry.JSONCodec{})
 
-	set, err := all.Set(alloc)
+	lb := &apiserver.Loopback{}
+	loopback, err := kubernetes.NewForConfig(lb.Config())
+	if err != nil {
+		a.stopStorage()
+		return nil, fmt.Errorf("loopback client: %w", err)
+	}
+	a.loopback = loopback
+	auth, err := newAPIAuth(o.DataDir, o.AuthorizationModes, loopback)
 	if err != nil {
 		a.stopStorage()
 		return nil, err
 	}
+	set, err := all.Set(all.Deps{Services: alloc, Authorizer: auth.chain, RBAC: auth.rbac, Tokens: auth.tokens, ServiceAccounts: auth.objects})
+	if err != nil {
+		a.stopStorage()
+		return nil, err
+	}
+	var stored []schema.GroupResource
+	for _, r := range set.All() {
+		stored = append(stored, r.GroupResource())
+	}
+	// The allocator reads and writes these in etcd itself, unencrypted.
+	store.SetTransformers(enc.ForKeys(stored, allocator.IPAddressesPrefix, allocator.ServiceCIDRsPrefix))
 	oapi, err := openAPIHandler(set)
 	if err != nil {
 		a.stopStorage()
@@ -180,6 +217,8 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	}
 	srv, err := apiserver.New(apiserver.Config{
 		Store: store, Resources: set, OpenAPI: oapi, KubeletTLS: kubeletTLS,
+		Authenticator: auth.authn, Authorizer: auth.chain, Loopback: lb,
+		Issuer: serviceaccount.Discovery(serviceaccount.DefaultIssuer, auth.key),
 		Version: version.Info{Major: "1", Minor: minorOf(KubernetesVersion), GitVersion: KubernetesVersion,
 			// As kube-apiserver's defaults: it emulates its own version and
 			// is compatible with the minor release before.
@@ -192,12 +231,6 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		a.stopStorage()
 		return nil, err
 	}
-	loopback, err := kubernetes.NewForConfig(srv.LoopbackConfig())
-	if err != nil {
-		a.stopStorage()
-		return nil, fmt.Errorf("loopback client: %w", err)
-	}
-	a.loopback = loopback
 	repair := &controlplane.Repair{Store: store, Alloc: alloc, Events: loopback.CoreV1()}
 	kubeSvc := &controlplane.KubernetesService{Client: loopback, Store: store, Etcd: cli,
 		ServiceIP: ranges.ServiceCIDRs[0].First(), Address: advertise, Port: int32(portNum)}
@@ -207,16 +240,27 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	}
 	defaultCIDR := defaultservicecidr.New(loopback, serviceCIDRs,
 		controller.NewRecorder(ctx, loopback, defaultservicecidr.ControllerName))
+	// The informers of auth stop after the server.
+	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	stopPolicy := func() {
+		stopInformers()
+		auth.factory.Shutdown()
+	}
 	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = bootstrap(bctx, srv, repair, kubeSvc, defaultCIDR)
+	err = bootstrap(bctx, srv, repair, kubeSvc, defaultCIDR, loopback)
+	if err == nil {
+		err = auth.start(informerCtx, bctx)
+	}
 	cancel()
 	if err != nil {
+		stopPolicy()
 		a.stopStorage()
 		return nil, err
 	}
 
 	tlsConfig, err := a.certificates(o.DataDir, host, port, ranges.ServiceCIDRs[0].First(), advertise)
 	if err != nil {
+		stopPolicy()
 		a.stopStorage()
 		return nil, err
 	}
@@ -226,6 +270,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	}
 	lns, err := listen(o.BindAddress, also, o.AdvertiseNetNS)
 	if err != nil {
+		stopPolicy()
 		a.stopStorage()
 		return nil, err
 	}
@@ -252,6 +297,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 			close(cidrDone)
 		}()
 		err := srv.Serve(ctx, tlsConfig, lns...)
+		stopPolicy()
 		stop()
 		<-endpointsDone // it leaves the endpoints through etcd
 		<-cidrDone
@@ -320,13 +366,16 @@ func listen(bind string, also *netip.Addr, alsoNetNS string) ([]net.Listener, er
 const repairInterval = 3 * time.Minute
 
 // bootstrap prepares the store before the API is served: the initial
-// namespaces, the allocation bitmaps repaired from the stored Services,
-// the kubernetes Service with this API server in its endpoints, and the
-// default ServiceCIDR.
+// namespaces, upstream's default RBAC policy, the allocation bitmaps
+// repaired from the stored Services, the kubernetes Service with this API
+// server in its endpoints, and the default ServiceCIDR.
 func bootstrap(ctx context.Context, srv *apiserver.Server, repair *controlplane.Repair, kubeSvc *controlplane.KubernetesService,
-	defaultCIDR *defaultservicecidr.Controller) error {
+	defaultCIDR *defaultservicecidr.Controller, loopback kubernetes.Interface) error {
 	if err := srv.Bootstrap(ctx); err != nil {
 		return err
+	}
+	if err := bootstrappolicy.Ensure(ctx, loopback); err != nil {
+		return fmt.Errorf("default RBAC policy: %w", err)
 	}
 	if err := repair.Alloc.IPs.Sync(ctx); err != nil {
 		return err
@@ -367,6 +416,30 @@ func advertiseAddress(flag, bindHost string) (netip.Addr, error) {
 	}
 	a, _ := netip.AddrFromSlice(ip)
 	return a.Unmap(), nil
+}
+
+// loadEncryption reads the encryption at rest configuration of o, first
+// writing --encrypt-secrets' own; nil when there is none.
+func loadEncryption(o *APIServerOptions) (*encryption.Config, error) {
+	if o.EncryptSecrets && o.EncryptionProviderConfig != "" {
+		return nil, fmt.Errorf("--encrypt-secrets and --encryption-provider-config are mutually exclusive: --encrypt-secrets uses its own configuration, %s", filepath.Join(o.DataDir, "pki", encryption.SecretsConfigFile))
+	}
+	if o.EncryptSecrets {
+		path, err := encryption.EnsureSecretsConfig(filepath.Join(o.DataDir, "pki"))
+		if err != nil {
+			return nil, err
+		}
+		o.EncryptionProviderConfig = path
+	}
+	if o.EncryptionProviderConfig == "" {
+		return nil, nil
+	}
+	c, err := encryption.Load(o.EncryptionProviderConfig)
+	if err != nil {
+		return nil, err
+	}
+	slog.Info("encryption at rest", "config", c.Path, "hash", c.Hash, "resources", c.Resources())
+	return c, nil
 }
 
 // Wait blocks until the server and its storage have stopped.

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/clusterroleaggregation"
 	"github.com/svcnet/svcnet/internal/controller/deployment"
 	"github.com/svcnet/svcnet/internal/controller/endpoints"
 	"github.com/svcnet/svcnet/internal/controller/endpointslice"
@@ -39,7 +40,9 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle"
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle/tainteviction"
 	"github.com/svcnet/svcnet/internal/controller/replicaset"
+	"github.com/svcnet/svcnet/internal/controller/rootcacertpublisher"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
+	"github.com/svcnet/svcnet/internal/controller/serviceaccount"
 	"github.com/svcnet/svcnet/internal/controller/servicecidrs"
 	"github.com/svcnet/svcnet/internal/controller/statefulset"
 )
@@ -80,6 +83,18 @@ type ControllerManagerOptions struct {
 	Scheduler     scheduler.Options
 	// GCWorkers is --concurrent-gc-syncs.
 	GCWorkers int
+	// RootCAFile is --root-ca-file: the PEM CA bundle published in every
+	// namespace's kube-root-ca.crt; empty publishes the kubeconfig's CA.
+	RootCAFile string
+	// UseServiceAccountCredentials is upstream's flag: each controller
+	// acts as its own kube-system ServiceAccount (controllerServiceAccounts)
+	// with the rights of its system:controller:<name> role, the
+	// controller manager's own identity only leading, listing and asking
+	// for their tokens.
+	UseServiceAccountCredentials bool
+	// SchedulerKubeconfig, if set, is the scheduler's identity (kubeadm's
+	// scheduler.conf, system:kube-scheduler); else it uses Kubeconfig's.
+	SchedulerKubeconfig string
 }
 
 // DefaultControllerManagerOptions are upstream's defaults.
@@ -116,9 +131,25 @@ type clients struct {
 	// its own rate limit, as upstream's, and one for the informers.
 	typed     *rest.Config
 	client    kubernetes.Interface
-	metadata  metadata.Interface
 	discovery discovery.DiscoveryInterface
 	metrics   *controller.Metrics
+	// serviceAccounts is set with --use-service-account-credentials.
+	serviceAccounts bool
+	// scheduler is the scheduler's identity.
+	scheduler *rest.Config
+}
+
+// configFor is the client configuration of one user of the API: a
+// controller's service account with --use-service-account-credentials,
+// else the controller manager's own identity.
+func (c *clients) configFor(name string) *rest.Config {
+	cfg := c.typed
+	if name == "scheduler" || name == "scheduler-events" {
+		cfg = c.scheduler
+	} else if sa, ok := controllerServiceAccounts[name]; ok && c.serviceAccounts {
+		cfg = serviceAccountConfig(c.typed, c.client, sa)
+	}
+	return rest.AddUserAgent(rest.CopyConfig(cfg), name)
 }
 
 // clientFor is a typed client of its own for one user of the API.
@@ -126,9 +157,20 @@ func (c *clients) clientFor(name string) (kubernetes.Interface, error) {
 	return c.limitedClient(name, c.typed.QPS, c.typed.Burst)
 }
 
+// metadataFor is a metadata client of one user of the API, in JSON.
+func (c *clients) metadataFor(name string) (metadata.Interface, error) {
+	cfg := c.configFor(name)
+	cfg.ContentType, cfg.AcceptContentTypes = "", ""
+	m, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metadata client for %s: %w", name, err)
+	}
+	return m, nil
+}
+
 // limitedClient is a typed client of its own with a rate limit of its own.
 func (c *clients) limitedClient(name string, qps float32, burst int) (kubernetes.Interface, error) {
-	cfg := rest.AddUserAgent(rest.CopyConfig(c.typed), name)
+	cfg := c.configFor(name)
 	cfg.QPS, cfg.Burst = qps, burst
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -145,6 +187,23 @@ type knownController struct {
 }
 
 var knownControllers = []knownController{
+	// First: pods wait for their namespace's default ServiceAccount.
+	{serviceaccount.ControllerName, serviceaccount.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := serviceaccount.New(d)
+		return runOf(c, err)
+	}},
+	{rootcacertpublisher.ControllerName, rootcacertpublisher.Alias, func(_ context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
+		ca, err := rootcacertpublisher.RootCA(o.RootCAFile, cl.typed)
+		if err != nil {
+			return nil, err
+		}
+		c, err := rootcacertpublisher.New(d, ca)
+		return runOf(c, err)
+	}},
+	{clusterroleaggregation.ControllerName, clusterroleaggregation.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := clusterroleaggregation.New(d)
+		return runOf(c, err)
+	}},
 	{"endpoints-controller", "endpoint", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := endpoints.New(ctx, d, o.Endpoints)
 		return runOf(c, err)
@@ -158,11 +217,19 @@ var knownControllers = []knownController{
 		return runOf(c, err)
 	}},
 	{"garbage-collector-controller", "garbagecollector", func(_ context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
-		c, err := garbagecollector.New(d.Metrics, cl.metadata, cl.discovery, o.GCWorkers)
+		meta, err := cl.metadataFor("garbage-collector-controller")
+		if err != nil {
+			return nil, err
+		}
+		c, err := garbagecollector.New(d.Metrics, meta, cl.discovery, o.GCWorkers)
 		return runOf(c, err)
 	}},
 	{"namespace-controller", "namespace", func(_ context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
-		c, err := namespace.New(d, cl.metadata, cl.discovery, o.Namespace)
+		meta, err := cl.metadataFor("namespace-controller")
+		if err != nil {
+			return nil, err
+		}
+		c, err := namespace.New(d, meta, cl.discovery, o.Namespace)
 		return runOf(c, err)
 	}},
 	{"service-cidr-controller", "", func(ctx context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
@@ -224,6 +291,12 @@ func runOf[C interface{ Run(context.Context) }](c C, err error) (func(context.Co
 
 // enabled applies --controllers to one controller, as upstream: an
 // explicit name or "-name" wins over "*".
+// Runs reports whether the controller of that name is enabled.
+func (o *ControllerManagerOptions) Runs(name string) bool {
+	i := slices.IndexFunc(knownControllers, func(k knownController) bool { return k.name == name })
+	return i >= 0 && o.enabled(knownControllers[i])
+}
+
 func (o *ControllerManagerOptions) enabled(k knownController) bool {
 	star := false
 	for _, c := range o.Controllers {
@@ -262,6 +335,11 @@ func (o *ControllerManagerOptions) Validate() error {
 	}
 	if n := o.Scheduler.Parallelism; n < 1 {
 		errs = append(errs, fmt.Errorf("scheduler-parallelism must be greater than 0, but got %d", n))
+	}
+	if o.RootCAFile != "" {
+		if _, err := rootcacertpublisher.RootCA(o.RootCAFile, nil); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	le := o.LeaderElection
 	if le.Enabled && (le.LeaseDuration <= le.RenewDeadline || le.RenewDeadline <= le.RetryPeriod || le.RetryPeriod <= 0) {
@@ -365,10 +443,6 @@ func newClients(o ControllerManagerOptions) (*clients, error) {
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg = rest.AddUserAgent(cfg, "svcnet-controller-manager")
-	metaClient, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("metadata client: %w", err)
-	}
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
@@ -381,7 +455,17 @@ func newClients(o ControllerManagerOptions) (*clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &clients{typed: typed, client: client, metadata: metaClient, discovery: disco}, nil
+	c := &clients{typed: typed, client: client, discovery: disco,
+		serviceAccounts: o.UseServiceAccountCredentials, scheduler: typed}
+	if o.SchedulerKubeconfig != "" {
+		sc, err := clientcmd.BuildConfigFromFlags("", o.SchedulerKubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("load scheduler kubeconfig %s: %w", o.SchedulerKubeconfig, err)
+		}
+		sc.ContentType, sc.AcceptContentTypes = typed.ContentType, typed.AcceptContentTypes
+		c.scheduler = sc
+	}
+	return c, nil
 }
 
 // lead campaigns for the lease and runs the controllers for each term

@@ -30,6 +30,10 @@ import (
 type NodeOptions struct {
 	// Kubeconfig reaches the API server.
 	Kubeconfig string
+	// ProxyKubeconfig, if set, is the Service proxy's identity
+	// (system:kube-proxy, bound to system:node-proxier); else it uses
+	// Kubeconfig's.
+	ProxyKubeconfig string
 	// DataDir holds the node's state under DataDir/node.
 	DataDir string
 	// NodeName defaults to the host name.
@@ -116,8 +120,15 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		return err
 	}
 	defer proxyLog.close()
+	proxyCfg := cfg
+	if o.ProxyKubeconfig != "" {
+		if proxyCfg, err = clientcmd.BuildConfigFromFlags("", o.ProxyKubeconfig); err != nil {
+			return fmt.Errorf("load proxy kubeconfig %s: %w", o.ProxyKubeconfig, err)
+		}
+		proxyCfg.QPS, proxyCfg.Burst = cfg.QPS, cfg.Burst
+	}
 	wg.Go(func() {
-		if proxyErr = runProxy(ctx, o, cfg, name, serviceRanges, proxyHealth); proxyErr != nil {
+		if proxyErr = runProxy(ctx, o, proxyCfg, name, serviceRanges, proxyHealth); proxyErr != nil {
 			cancel()
 		}
 	})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/svcnet/svcnet/internal/openapi"
 	"github.com/svcnet/svcnet/internal/registry"
 )
@@ -12,7 +14,13 @@ import (
 func openAPIHandler(set *registry.Set) (http.Handler, error) {
 	var rs []openapi.Resource
 	for _, r := range set.All() {
-		o := openapi.Resource{GVK: r.Kind, Plural: r.Resource, Namespaced: r.Namespaced}
+		o := openapi.Resource{GVK: r.Kind, Plural: r.Resource, Namespaced: r.Namespaced, CreateOnly: r.Create != nil}
+		for name, a := range r.Actions {
+			if o.Actions == nil {
+				o.Actions = map[string]schema.GroupVersionKind{}
+			}
+			o.Actions[name] = a.Kind
+		}
 		if r.Status {
 			o.Subresources = append(o.Subresources, "status")
 		}

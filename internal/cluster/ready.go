@@ -22,11 +22,14 @@ import (
 )
 
 // readiness is what `svcnet up` waits for before it says the cluster is
-// up: every node Ready, every node's proxy holding what the API holds
+// up: the default namespace's ServiceAccount "default" (which new pods
+// run as), every node Ready, every node's proxy holding what the API holds
 // (so that no Service with ready endpoints is rejected), and the cluster
 // DNS answering through its Service address on every node.
 type readiness struct {
 	client kubernetes.Interface
+	// serviceAccount is set when the serviceaccount controller runs.
+	serviceAccount bool
 	// dns is the cluster DNS address ("" without the DNS add-on); name a
 	// name it must answer.
 	dns, name string
@@ -89,11 +92,16 @@ func (r *readiness) wait(ctx context.Context) error {
 
 // missing says what is not up yet, "" when all is.
 func (r *readiness) missing(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if r.serviceAccount {
+		if _, err := r.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return fmt.Sprintf("the default ServiceAccount: %v", err)
+		}
+	}
 	if len(r.nodes) == 0 {
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
 	for _, n := range r.nodes {
 		node, err := r.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/svcnet/svcnet/internal/addons"
 	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/controller/serviceaccount"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/nodenet"
 	"github.com/svcnet/svcnet/internal/pki"
@@ -139,7 +140,24 @@ func Up(ctx context.Context, o UpOptions) error {
 	}()
 
 	cm := o.ControllerManager
-	cm.Kubeconfig = a.Kubeconfig
+	// As kubeadm's: the controller manager and the scheduler have
+	// identities of their own, and each controller its ServiceAccount.
+	cm.Kubeconfig, err = componentKubeconfig(o.APIServer.DataDir, a.URL, "controller-manager", "system:kube-controller-manager")
+	if err == nil {
+		cm.SchedulerKubeconfig, err = componentKubeconfig(o.APIServer.DataDir, a.URL, "scheduler", "system:kube-scheduler")
+	}
+	if err != nil {
+		stopAPI()
+		<-apiDone
+		return err
+	}
+	cm.UseServiceAccountCredentials = true
+	proxyKubeconfig, err := componentKubeconfig(o.APIServer.DataDir, a.URL, "kube-proxy", "system:kube-proxy")
+	if err != nil {
+		stopAPI()
+		<-apiDone
+		return err
+	}
 	cm.Scheduler.NoNodesReason = plan.noNodes
 	run("controller manager", func() error {
 		c, err := StartControllerManager(ctx, cm)
@@ -150,9 +168,10 @@ func Up(ctx context.Context, o UpOptions) error {
 		return c.Wait()
 	})
 	run("node IPAM", func() error { return RunNodeIPAM(ctx, a.Kubeconfig, o.ClusterCIDR, 24) })
-	ready := &readiness{dns: o.Node.ClusterDNS, name: "kubernetes.default.svc." + o.Node.ClusterDomain}
+	ready := &readiness{dns: o.Node.ClusterDNS, name: "kubernetes.default.svc." + o.Node.ClusterDomain,
+		serviceAccount: cm.Runs(serviceaccount.ControllerName)}
 	for _, n := range plan.nodes {
-		n.Kubeconfig = a.Kubeconfig
+		n.Kubeconfig, n.ProxyKubeconfig = a.Kubeconfig, proxyKubeconfig
 		p := &nodeProxy{name: n.NodeName, netns: netns.Path(n.NetNS)}
 		n.ProxySynced = p.synced
 		ready.nodes = append(ready.nodes, p)
@@ -220,6 +239,23 @@ func applyAddons(ctx context.Context, a *APIServer, o UpOptions, kubernetesIP ne
 		return fmt.Errorf("cluster add-ons: %w", err)
 	}
 	return nil
+}
+
+// componentKubeconfig writes <dataDir>/<name>.conf (kubeadm's file names)
+// for a component's client certificate of user, issued by the cluster
+// CA, and returns its path.
+func componentKubeconfig(dataDir, url, name, user string) (string, error) {
+	dir := filepath.Join(dataDir, "pki")
+	ca, err := pki.LoadOrCreateCA(dir)
+	if err != nil {
+		return "", err
+	}
+	pair, err := ca.Client(dir, name, user, nil)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dataDir, name+".conf")
+	return path, WriteKubeconfig(path, url, ca.CertPEM, pair)
 }
 
 // adminClient is a client of the admin kubeconfig.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/node/token"
 	"github.com/svcnet/svcnet/internal/node/volume"
 )
 
@@ -46,9 +47,6 @@ const (
 	volumeResync = 15 * time.Second
 	// volumeRetry is the wait before trying to set up a failed volume again.
 	volumeRetry = 2 * time.Second
-	// placeholderToken is what a serviceAccountToken projection holds:
-	// svcnet issues no service account tokens.
-	placeholderToken = "svcnet-placeholder-token: svcnet does not issue service account tokens\n"
 )
 
 // volumeManager reads the objects volumes project and remembers which
@@ -60,6 +58,8 @@ type volumeManager struct {
 	pvs        corelisters.PersistentVolumeLister
 	// pvDir holds the directories of PVs with no path of their own.
 	pvDir string
+	// tokens are the service account tokens projections hold.
+	tokens *token.Manager
 
 	mu sync.Mutex
 	// failed holds each pod's volumes that the last set-up did not
@@ -75,6 +75,7 @@ func (a *Agent) watchVolumeSources(f informers.SharedInformerFactory) (cache.Inf
 	a.volumes = &volumeManager{
 		configMaps: cms.Lister(), secrets: secrets.Lister(), claims: claims.Lister(), pvs: pvs.Lister(),
 		pvDir:  filepath.Join(a.cfg.DataDir, "pv"),
+		tokens: token.New(a.client),
 		failed: map[types.UID]error{},
 	}
 	var synced []cache.InformerSynced
@@ -286,9 +287,16 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 	case src.Projected != nil:
 		s := volume.Sources{
 			ConfigMaps: map[string]*corev1.ConfigMap{}, Secrets: map[string]*corev1.Secret{},
-			Field: a.downwardValue(pod), Token: []byte(placeholderToken),
+			Field: a.downwardValue(pod), Tokens: map[string][]byte{},
 		}
 		for _, p := range src.Projected.Sources {
+			if t := p.ServiceAccountToken; t != nil {
+				b, err := a.volumes.tokens.Token(a.runCtx, pod, t)
+				if err != nil {
+					return err
+				}
+				s.Tokens[t.Path] = b
+			}
 			if p.ConfigMap != nil {
 				if cm, err := a.volumes.configMap(pod.Namespace, p.ConfigMap.Name, true); err != nil {
 					return err
@@ -497,6 +505,7 @@ func (a *Agent) tearDownVolumes(uid string) error {
 		a.volumes.mu.Lock()
 		delete(a.volumes.failed, types.UID(uid))
 		a.volumes.mu.Unlock()
+		a.volumes.tokens.Forget(types.UID(uid))
 	}
 	dirs, err := filepath.Glob(filepath.Join(a.rt.podDir(uid), "volumes", "*", "*"))
 	if err != nil {

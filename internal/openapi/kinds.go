@@ -7,12 +7,15 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,6 +37,9 @@ var schemeBuilders = []func(*runtime.Scheme) error{
 	storagev1.AddToScheme,
 	coordinationv1.AddToScheme,
 	policyv1.AddToScheme,
+	rbacv1.AddToScheme,
+	authenticationv1.AddToScheme,
+	authorizationv1.AddToScheme,
 }
 
 // kindIndex maps between group-version-kinds and OpenAPI model names, the

@@ -50,6 +50,11 @@ type Resource struct {
 	Plural       string                  // "deployments"
 	Namespaced   bool
 	Subresources []string // any of "status", "scale"
+	// CreateOnly is a virtual resource (a review): only its create is
+	// served, and it has no list kind.
+	CreateOnly bool
+	// Actions are create-only subresources with the kind each posts.
+	Actions map[string]schema.GroupVersionKind
 }
 
 // Service serves /openapi/v2 and /openapi/v3[/...].

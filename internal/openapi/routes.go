@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -164,7 +165,7 @@ func identifier(s string, upper bool) string {
 // resourceRoutes describes every path of one resource: the collection,
 // the item, the all-namespaces list of a namespaced resource and the
 // requested subresources.
-func resourceRoutes(r Resource, names opNaming, prefix, kindModel, listModel, scaleModel string) []route {
+func resourceRoutes(r Resource, names opNaming, prefix, kindModel, listModel, scaleModel string, actionModels map[string]string) []route {
 	kind := r.GVK.Kind
 	gvk := r.GVK
 	scope := ""
@@ -181,14 +182,17 @@ func resourceRoutes(r Resource, names opNaming, prefix, kindModel, listModel, sc
 		return append(p, colParams...)
 	}
 	id := func(verb, suffix string) string { return verb + names.prefix + scope + kind + suffix }
-
+	create := operation{method: http.MethodPost, id: id("create", ""), description: "create a " + kind, action: "post", gvk: gvk,
+		params: writeParams, body: kindModel, consumes: anyType, produces: objectTypes,
+		responses: []response{{http.StatusOK, kindModel}, {http.StatusCreated, kindModel}, {http.StatusAccepted, kindModel}}}
+	if r.CreateOnly {
+		return []route{{path: collection, params: colParams, ops: []operation{create}}}
+	}
 	routes := []route{
 		{path: collection, params: colParams, ops: []operation{
 			{method: http.MethodGet, id: id("list", ""), description: "list or watch objects of kind " + kind, action: "list", gvk: gvk,
 				params: listParams, consumes: anyType, produces: listTypes, responses: []response{{http.StatusOK, listModel}}},
-			{method: http.MethodPost, id: id("create", ""), description: "create a " + kind, action: "post", gvk: gvk,
-				params: writeParams, body: kindModel, consumes: anyType, produces: objectTypes,
-				responses: []response{{http.StatusOK, kindModel}, {http.StatusCreated, kindModel}, {http.StatusAccepted, kindModel}}},
+			create,
 			{method: http.MethodDelete, id: "delete" + names.prefix + "Collection" + scope + kind, description: "delete collection of " + kind, action: "deletecollection", gvk: gvk,
 				params: deleteCollectionParams, body: modelDeleteOptions, consumes: anyType, produces: objectTypes, responses: []response{{http.StatusOK, modelStatus}}},
 		}},
@@ -229,6 +233,14 @@ func resourceRoutes(r Resource, names opNaming, prefix, kindModel, listModel, sc
 				responses: []response{{http.StatusOK, model}, {http.StatusCreated, model}}},
 		}})
 	}
+	for _, sub := range slices.Sorted(maps.Keys(r.Actions)) {
+		model := actionModels[sub]
+		routes = append(routes, route{path: item + "/" + sub, params: itemParams(r.Actions[sub].Kind), ops: []operation{
+			{method: http.MethodPost, id: id("create", identifier(sub, true)), description: "create " + r.Actions[sub].Kind + " of a " + kind, action: "post", gvk: r.Actions[sub],
+				params: writeParams, body: model, consumes: anyType, produces: objectTypes,
+				responses: []response{{http.StatusOK, model}, {http.StatusCreated, model}, {http.StatusAccepted, model}}},
+		}})
+	}
 	return routes
 }
 
@@ -266,9 +278,18 @@ func buildGroupVersions(resources []Resource, idx *kindIndex) ([]*groupVersion, 
 		if err != nil {
 			return nil, fmt.Errorf("resource %s: %w", gvr, err)
 		}
-		listModel, err := idx.model(gv.WithKind(r.GVK.Kind + "List"))
-		if err != nil {
-			return nil, fmt.Errorf("resource %s: list kind: %w", gvr, err)
+		listModel := ""
+		if !r.CreateOnly {
+			listModel, err = idx.model(gv.WithKind(r.GVK.Kind + "List"))
+			if err != nil {
+				return nil, fmt.Errorf("resource %s: list kind: %w", gvr, err)
+			}
+		}
+		actionModels := map[string]string{}
+		for sub, k := range r.Actions {
+			if actionModels[sub], err = idx.model(k); err != nil {
+				return nil, fmt.Errorf("resource %s/%s: %w", gvr, sub, err)
+			}
 		}
 		scale := false
 		for _, sub := range r.Subresources {
@@ -289,8 +310,14 @@ func buildGroupVersions(resources []Resource, idx *kindIndex) ([]*groupVersion, 
 			g.routes = append(g.routes, discoveryRoute(names, prefix))
 			byGV[gv] = g
 		}
-		g.routes = append(g.routes, resourceRoutes(r, names, prefix, kindModel, listModel, scaleModel)...)
-		g.models = append(g.models, kindModel, listModel)
+		g.routes = append(g.routes, resourceRoutes(r, names, prefix, kindModel, listModel, scaleModel, actionModels)...)
+		g.models = append(g.models, kindModel)
+		if listModel != "" {
+			g.models = append(g.models, listModel)
+		}
+		for _, m := range actionModels {
+			g.models = append(g.models, m)
+		}
 		if scale {
 			g.models = append(g.models, scaleModel)
 		}

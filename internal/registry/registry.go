@@ -90,6 +90,25 @@ type Resource struct {
 	// Fields returns the selectable fields beyond metadata.name and
 	// metadata.namespace (for example spec.nodeName for pods).
 	Fields func(obj runtime.Object) fields.Set
+	// Create, when set, makes the resource virtual, as upstream's review
+	// kinds: nothing is stored, create is its only verb, and a create
+	// (defaulted and validated by the Strategy) answers what Create returns
+	// for it. The request's user is in ctx (authn.UserFrom); namespace is
+	// the URL's.
+	Create func(ctx context.Context, namespace string, obj runtime.Object) (runtime.Object, error)
+	// Actions are subresources taking only create, each of its own kind
+	// (serviceaccounts/token takes a TokenRequest): nothing is stored, and
+	// the create answers what the action returns.
+	Actions map[string]Action
+}
+
+// Action is a create-only subresource.
+type Action struct {
+	// Kind is what the create posts and gets back.
+	Kind schema.GroupVersionKind
+	// Create acts on the object named by the URL with the posted one (its
+	// kind's defaults applied); the request's user is in ctx.
+	Create func(ctx context.Context, namespace, name string, obj runtime.Object) (runtime.Object, error)
 }
 
 // ScaleAccess reads and writes the replica count of a scalable kind.
@@ -179,6 +198,16 @@ type StatusUpdater interface {
 	// stores status and metadata (labels, annotations, finalizers, owner
 	// references), never spec.
 	PrepareForStatusUpdate(obj, old runtime.Object)
+}
+
+// Admitter is implemented by strategies whose new objects are changed or
+// refused after reading other objects, as upstream's admission plugins
+// (the ServiceAccount admission of pods).
+type Admitter interface {
+	// Admit runs on create, after Default and before PrepareForCreate
+	// and validation, with the requesting user in ctx. An error (an API
+	// error, upstream's Forbidden) refuses the create.
+	Admit(ctx context.Context, obj runtime.Object) error
 }
 
 // Deleter is implemented by strategies whose objects are not removed at once

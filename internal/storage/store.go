@@ -55,8 +55,9 @@ type Codec interface {
 
 // Store reads and writes objects under keys in etcd.
 type Store struct {
-	Client *clientv3.Client
-	codec  Codec
+	Client     *clientv3.Client
+	codec      Codec
+	transforms *transforms // nil: values are stored as encoded
 }
 
 // New returns a Store over an etcd client.
@@ -65,7 +66,11 @@ func New(client *clientv3.Client, codec Codec) *Store {
 }
 
 func (s *Store) decode(kv *mvccpb.KeyValue, rev int64) (runtime.Object, error) {
-	obj, err := s.codec.Decode(kv.Value)
+	data, err := s.fromStorage(kv)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := s.codec.Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
 	}
@@ -85,8 +90,8 @@ func setRV(obj runtime.Object, rev int64) error {
 }
 
 // encode stores the object without its resourceVersion: the etcd revision is
-// the resourceVersion.
-func (s *Store) encode(obj runtime.Object) ([]byte, error) {
+// the resourceVersion. The bytes are transformed for key.
+func (s *Store) encode(key string, obj runtime.Object) ([]byte, error) {
 	a, err := meta.Accessor(obj)
 	if err != nil {
 		return nil, err
@@ -95,7 +100,10 @@ func (s *Store) encode(obj runtime.Object) ([]byte, error) {
 	a.SetResourceVersion("")
 	data, err := s.codec.Encode(obj)
 	a.SetResourceVersion(rv)
-	return data, err
+	if err != nil {
+		return nil, err
+	}
+	return s.toStorage(key, data)
 }
 
 func wrapEtcd(err error) error {
@@ -123,7 +131,7 @@ func (s *Store) Get(ctx context.Context, key string) (runtime.Object, error) {
 // Create stores obj under key if the key is free. The returned object
 // carries its new resourceVersion.
 func (s *Store) Create(ctx context.Context, key string, obj runtime.Object, extra Extra) (runtime.Object, error) {
-	data, err := s.encode(obj)
+	data, err := s.encode(key, obj)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +153,7 @@ func (s *Store) Create(ctx context.Context, key string, obj runtime.Object, extr
 
 // Update replaces the object at key if its mod revision is still rev.
 func (s *Store) Update(ctx context.Context, key string, obj runtime.Object, rev int64, extra Extra) (runtime.Object, error) {
-	data, err := s.encode(obj)
+	data, err := s.encode(key, obj)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +166,7 @@ func (s *Store) Update(ctx context.Context, key string, obj runtime.Object, rev 
 	if !resp.Succeeded {
 		return nil, s.whyFailed(resp, rev)
 	}
+	s.forget(key)
 	out := obj.DeepCopyObject()
 	return out, setRV(out, resp.Header.Revision)
 }
@@ -174,6 +183,7 @@ func (s *Store) Delete(ctx context.Context, key string, rev int64, extra Extra) 
 	if !resp.Succeeded {
 		return nil, s.whyFailed(resp, rev)
 	}
+	s.forget(key)
 	prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs
 	if len(prev) == 0 {
 		return nil, ErrNotFound
@@ -254,7 +264,7 @@ func (s *Store) List(ctx context.Context, prefix string, o ListOptions) (*ListRe
 		for i, kv := range kvs {
 			obj, err := s.decode(kv, kv.ModRevision)
 			if err != nil {
-				return nil, err
+				return nil, inList(err)
 			}
 			if o.Filter != nil && !o.Filter(obj) {
 				continue

@@ -106,14 +106,28 @@ func TestBadInputLeavesStoreUnchanged(t *testing.T) {
 		t.Errorf("missing namespace: %d %s", code, reason)
 	}
 
-	// An anonymous request is refused.
-	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: insecureTLS()}}).Get("https://" + c.apiAddr + "/api/v1/namespaces")
+	// An anonymous request is refused in upstream's words; a token
+	// nobody issued is not even anonymous.
+	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
+	resp, err := anonymous.Get("https://" + c.apiAddr + "/api/v1/namespaces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body),
+		`namespaces is forbidden: User \"system:anonymous\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope`) {
+		t.Errorf("anonymous list: %d %s, want 403", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequest("GET", "https://"+c.apiAddr+"/api/v1/namespaces", nil)
+	req.Header.Set("Authorization", "Bearer not-a-token")
+	resp, err = anonymous.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("anonymous list: %d, want 401", resp.StatusCode)
+		t.Errorf("unknown bearer token: %d, want 401", resp.StatusCode)
 	}
 
 	if after := snapshot(); after != before {

@@ -197,6 +197,20 @@ func (c *cluster) restart() {
 	c.start()
 }
 
+// createNamespace creates a namespace and waits for its default
+// ServiceAccount, as upstream's e2e framework does: pods are refused
+// until the serviceaccount controller has made it.
+func (c *cluster) createNamespace(name string) {
+	c.t.Helper()
+	c.must("create", "namespace", name)
+	eventually(c.t, 10*time.Second, func() string {
+		if _, err := c.kubectl("", "get", "serviceaccount", "default", "-n", name); err != nil {
+			return "no default ServiceAccount in " + name
+		}
+		return ""
+	})
+}
+
 func (c *cluster) kubeconfig() string { return filepath.Join(c.dataDir, "kubeconfig") }
 
 // upLine is what `svcnet up` prints once the cluster is up: nodes

@@ -388,7 +388,7 @@ subsets:
 	})
 
 	// Deleting a namespace deletes what is in it, then the namespace.
-	c.must("create", "namespace", "doomed")
+	c.createNamespace("doomed")
 	c.must("create", "configmap", "settings", "-n", "doomed", "--from-literal=a=b")
 	c.must("create", "service", "clusterip", "web", "-n", "doomed", "--tcp=80:80")
 	c.must("run", "web", "-n", "doomed", "--image=nginx", "--labels=app=web")

@@ -107,7 +107,7 @@ func (b *podBounds) check(t *testing.T) int {
 func TestDeploymentLifecycle(t *testing.T) {
 	const ns = "deploy-test"
 	c := startCluster(t)
-	c.must("create", "namespace", ns)
+	c.createNamespace(ns)
 	cs := c.clientset()
 	kubelet := startFakeKubelet(t, cs, ns)
 

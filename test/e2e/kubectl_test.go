@@ -194,7 +194,7 @@ func TestKubectlPatchLabelAnnotateEditDelete(t *testing.T) {
 		t.Errorf("after edit c = %q", got)
 	}
 
-	c.must("create", "namespace", "other")
+	c.createNamespace("other")
 	c.must("create", "secret", "generic", "s1", "--from-literal=k=v", "-n", "other")
 	if got := c.must("get", "secret", "s1", "-n", "other", "-o", "jsonpath={.data.k}"); got != "dg==" {
 		t.Errorf("secret data = %q", got)

@@ -30,7 +30,7 @@ spec:
 func TestReplicaSetKeepsReplicas(t *testing.T) {
 	const ns = "rs-test"
 	c := startCluster(t)
-	c.must("create", "namespace", ns)
+	c.createNamespace(ns)
 	startFakeKubelet(t, c.clientset(), ns)
 	c.withStdin(replicaSetManifest, "apply", "-n", ns, "-f", "-")
 

@@ -16,7 +16,7 @@ import (
 // JSON under /registry/.
 func TestRestartKeepsObjects(t *testing.T) {
 	c := startCluster(t)
-	c.must("create", "namespace", "keep")
+	c.createNamespace("keep")
 	c.must("create", "configmap", "kept", "-n", "keep", "--from-literal=a=1")
 	c.must("create", "secret", "generic", "kept", "-n", "keep", "--from-literal=a=1")
 	before := c.must("get", "cm,secret", "-n", "keep", "-o", "jsonpath={range .items[*]}{.kind}/{.metadata.name}@{.metadata.resourceVersion}/{.metadata.uid} {end}")

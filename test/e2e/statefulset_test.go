@@ -66,7 +66,7 @@ spec:
 func TestStatefulSetWeb(t *testing.T) {
 	const ns = "sts-test"
 	c := startCluster(t)
-	c.must("create", "namespace", ns)
+	c.createNamespace(ns)
 	k := startFakeKubelet(t, c.clientset(), ns)
 	k.hold()
 	c.withStdin(statefulSetWeb, "apply", "-n", ns, "-f", "-")

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -35,13 +37,16 @@ type Server struct {
 	Client kubernetes.Interface
 	// EtcdClient is the embedded etcd's client host:port.
 	EtcdClient string
+	// DataDir is the server's data dir (its pki holds the cluster CA).
+	DataDir string
 
 	stop func()
 }
 
 // StartServer starts an API server on embedded etcd in a new temporary
-// directory; Stop stops it and removes the directory.
-func StartServer(ctx context.Context) (*Server, error) {
+// directory; Stop stops it and removes the directory. Options, if given,
+// adjust the server's options.
+func StartServer(ctx context.Context, options ...func(*cluster.APIServerOptions)) (*Server, error) {
 	dir, err := os.MkdirTemp("", "svcnet-bench")
 	if err != nil {
 		return nil, err
@@ -54,15 +59,19 @@ func StartServer(ctx context.Context) (*Server, error) {
 		}
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	api, err := cluster.StartAPIServer(sctx, cluster.APIServerOptions{
+	o := cluster.APIServerOptions{
 		DataDir: dir, BindAddress: addrs[0], EtcdClientURL: "http://" + addrs[1], EtcdPeerURL: "http://" + addrs[2],
-	})
+	}
+	for _, f := range options {
+		f(&o)
+	}
+	api, err := cluster.StartAPIServer(sctx, o)
 	if err != nil {
 		cancel()
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &Server{APIServer: api, EtcdClient: addrs[1], stop: func() { cancel(); _ = api.Wait(); os.RemoveAll(dir) }}
+	s := &Server{APIServer: api, EtcdClient: addrs[1], DataDir: dir, stop: func() { cancel(); _ = api.Wait(); os.RemoveAll(dir) }}
 	cfg, err := clientcmd.BuildConfigFromFlags("", api.Kubeconfig)
 	if err == nil {
 		cfg.QPS, cfg.Burst = 1e6, 1e6
@@ -72,7 +81,22 @@ func StartServer(ctx context.Context) (*Server, error) {
 		s.Stop()
 		return nil, fmt.Errorf("client of the API server: %w", err)
 	}
+	if err := DefaultServiceAccount(ctx, s.Client, metav1.NamespaceDefault); err != nil {
+		s.Stop()
+		return nil, err
+	}
 	return s, nil
+}
+
+// DefaultServiceAccount creates the namespace's default ServiceAccount,
+// which pods run as, as the controller manager's serviceaccount
+// controller does on a cluster (benchmarks run without it).
+func DefaultServiceAccount(ctx context.Context, client kubernetes.Interface, namespace string) error {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := client.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("the default ServiceAccount of %s: %w", namespace, err)
+	}
+	return nil
 }
 
 // Stop stops the API server and removes its directory.

@@ -188,6 +188,9 @@ func (b *bench) direct(ctx context.Context) error {
 	if _, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: directNS}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace: %w", err)
 	}
+	if err := benchenv.DefaultServiceAccount(ctx, b.cs, directNS); err != nil {
+		return err
+	}
 	if err := benchenv.Parallel(b.o.Pods, b.o.Workers, func(i int) error {
 		_, err := b.cs.CoreV1().Pods(directNS).Create(ctx, b.pod(directNS, "no-such-scheduler", i), metav1.CreateOptions{})
 		return err

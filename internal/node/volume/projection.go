@@ -112,8 +112,8 @@ type Sources struct {
 	ConfigMaps map[string]*corev1.ConfigMap
 	Secrets    map[string]*corev1.Secret
 	Field      FieldValue
-	// Token is what a serviceAccountToken projection writes.
-	Token []byte
+	// Tokens are what the serviceAccountToken projections write, by path.
+	Tokens map[string][]byte
 }
 
 // Projected is a projected volume's files: the union of its sources, in
@@ -154,7 +154,7 @@ func Projected(src *corev1.ProjectedVolumeSource, s Sources) (map[string]File, e
 			}
 			add(files)
 		case p.ServiceAccountToken != nil:
-			out[p.ServiceAccountToken.Path] = File{Data: s.Token, Mode: mode(nil, src.DefaultMode)}
+			out[p.ServiceAccountToken.Path] = File{Data: s.Tokens[p.ServiceAccountToken.Path], Mode: mode(nil, src.DefaultMode)}
 		}
 	}
 	return out, nil

@@ -214,7 +214,7 @@ func TestProjected(t *testing.T) {
 		Field: func(it corev1.DownwardAPIVolumeFile) (string, error) {
 			return "pod-" + it.FieldRef.FieldPath, nil
 		},
-		Token: []byte("placeholder"),
+		Tokens: map[string][]byte{"token": []byte("placeholder")},
 	}
 	files, err := Projected(src, s)
 	if err != nil {

@@ -4,16 +4,35 @@ package all
 
 import (
 	"github.com/svcnet/svcnet/internal/allocator"
+	"github.com/svcnet/svcnet/internal/auth/authz"
+	"github.com/svcnet/svcnet/internal/auth/rbac"
 	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/pod"
+	"github.com/svcnet/svcnet/internal/registry/serviceaccount"
 )
 
-// Resources returns fresh descriptors of every served resource; Services
-// are allocated from the ranges of services.
-func Resources(services allocator.Services) []*registry.Resource {
-	return append(core(services), groups()...)
+// Deps are what some kinds need of the rest of the API server.
+type Deps struct {
+	// Services are allocated from these ranges.
+	Services allocator.Services
+	// Authorizer is the whole authorization chain, which answers the
+	// access reviews and the escalation check's "escalate" and "bind".
+	Authorizer authz.Authorizer
+	// RBAC resolves the rules a user holds (rules reviews, escalation).
+	RBAC *rbac.Authorizer
+	// Tokens issues service account tokens; ServiceAccounts finds pods'
+	// service accounts for their admission.
+	Tokens          *serviceaccount.Tokens
+	ServiceAccounts pod.ServiceAccounts
+}
+
+// Resources returns fresh descriptors of every served resource.
+func Resources(d Deps) []*registry.Resource {
+	out := append(core(d), groups()...)
+	return append(out, auth(d)...)
 }
 
 // Set indexes Resources for the API server.
-func Set(services allocator.Services) (*registry.Set, error) {
-	return registry.NewSet(Resources(services)...)
+func Set(d Deps) (*registry.Set, error) {
+	return registry.NewSet(Resources(d)...)
 }

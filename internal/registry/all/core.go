@@ -3,7 +3,6 @@ package all
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/configmap"
 	"github.com/svcnet/svcnet/internal/registry/endpoints"
@@ -28,7 +27,7 @@ func init() {
 }
 
 // core returns the served resources of the core group (/api/v1).
-func core(services allocator.Services) []*registry.Resource {
+func core(d Deps) []*registry.Resource {
 	return []*registry.Resource{
 		configmap.Resource(),
 		endpoints.Resource(),
@@ -37,9 +36,9 @@ func core(services allocator.Services) []*registry.Resource {
 		node.Resource(),
 		persistentvolume.Resource(),
 		persistentvolumeclaim.Resource(),
-		pod.Resource(),
+		pod.Resource(d.ServiceAccounts),
 		secret.Resource(),
-		service.Resource(services),
-		serviceaccount.Resource(),
+		service.Resource(d.Services),
+		serviceaccount.Resource(d.Tokens),
 	}
 }

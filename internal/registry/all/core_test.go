@@ -17,7 +17,7 @@ func TestCoreDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := registry.NewSet(core(allocator.NewServices(nil, cfg, nil))...)
+	set, err := registry.NewSet(core(Deps{Services: allocator.NewServices(nil, cfg, nil)})...)
 	if err != nil {
 		t.Fatal(err)
 	}

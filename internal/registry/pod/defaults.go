@@ -63,18 +63,6 @@ func requestsFromLimits(r *corev1.ResourceRequirements) {
 	}
 }
 
-// admitServiceAccount is the ServiceAccount admission plugin's default: a
-// pod without a service account runs as "default" (mirror pods excepted).
-func admitServiceAccount(pod *corev1.Pod) {
-	if _, mirror := pod.Annotations[mirrorPodAnnotation]; mirror {
-		return
-	}
-	if pod.Spec.ServiceAccountName == "" {
-		pod.Spec.ServiceAccountName = defaultServiceAccount
-		pod.Spec.DeprecatedServiceAccount = defaultServiceAccount
-	}
-}
-
 // admitPriority is the Priority admission plugin for a cluster without a
 // global default PriorityClass: priority 0 without a class, the built-in
 // values for the two system classes.

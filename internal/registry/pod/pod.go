@@ -15,8 +15,9 @@ import (
 	"github.com/svcnet/svcnet/internal/registry"
 )
 
-// Resource describes pods.
-func Resource() *registry.Resource {
+// Resource describes pods; their service accounts are looked up in sas
+// (nil: only the name is defaulted).
+func Resource(sas ServiceAccounts) *registry.Resource {
 	return &registry.Resource{
 		Kind:                corev1.SchemeGroupVersion.WithKind("Pod"),
 		Resource:            "pods",
@@ -27,13 +28,16 @@ func Resource() *registry.Resource {
 		Status:              true,
 		Generation:          true,
 		ReturnDeletedObject: true,
-		Strategy:            strategy{},
+		Strategy:            strategy{sas: sas},
 		Columns:             columns(),
 		Fields:              selectableFields,
 	}
 }
 
-type strategy struct{ registry.Base }
+type strategy struct {
+	registry.Base
+	sas ServiceAccounts
+}
 
 func (strategy) Default(obj runtime.Object) { defaultPod(obj.(*corev1.Pod)) }
 
@@ -51,7 +55,6 @@ func (strategy) PrepareForCreate(obj runtime.Object) {
 		})
 	}
 	MergeLabelKeys(pod)
-	admitServiceAccount(pod)
 	admitPriority(pod)
 	admitTolerations(pod)
 }

@@ -6,6 +6,8 @@
 package registrytest
 
 import (
+	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -43,9 +45,15 @@ func ExpectErrors(t testing.TB, errs field.ErrorList, want ...string) {
 }
 
 // Created runs obj through the create path of the API server: the
-// strategy's Default, then its PrepareForCreate.
+// strategy's Default, its Admit (which must not refuse), then its
+// PrepareForCreate.
 func Created[T runtime.Object](s registry.Strategy, obj T) T {
 	s.Default(obj)
+	if a, ok := s.(registry.Admitter); ok {
+		if err := a.Admit(context.Background(), obj); err != nil {
+			panic(fmt.Sprintf("admission refused %T: %v", obj, err))
+		}
+	}
 	s.PrepareForCreate(obj)
 	return obj
 }

@@ -1,6 +1,7 @@
 // Package serviceaccount is the ServiceAccount resource; upstream checks
 // nothing beyond its metadata, and `kubectl get` shows the number of
-// secrets it references.
+// secrets it references. Its token subresource (TokenRequest) issues the
+// service account's tokens.
 package serviceaccount
 
 import (
@@ -11,9 +12,10 @@ import (
 	"github.com/svcnet/svcnet/internal/registry"
 )
 
-// Resource describes service accounts.
-func Resource() *registry.Resource {
-	return &registry.Resource{
+// Resource describes service accounts; tokens, when set, serves
+// serviceaccounts/token.
+func Resource(tokens *Tokens) *registry.Resource {
+	r := &registry.Resource{
 		Kind:                corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
 		Resource:            "serviceaccounts",
 		Singular:            "serviceaccount",
@@ -28,4 +30,8 @@ func Resource() *registry.Resource {
 			registry.AgeColumn(),
 		},
 	}
+	if tokens != nil {
+		r.Actions = map[string]registry.Action{"token": {Kind: tokenRequestKind, Create: tokens.request}}
+	}
+	return r
 }

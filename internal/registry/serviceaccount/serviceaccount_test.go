@@ -10,7 +10,7 @@ import (
 )
 
 func TestResource(t *testing.T) {
-	r := Resource()
+	r := Resource(nil)
 	if r.Resource != "serviceaccounts" || strings.Join(r.ShortNames, ",") != "sa" || !r.Namespaced || r.Status {
 		t.Fatalf("discovery = %+v", r)
 	}

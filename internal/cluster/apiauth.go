@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svcnet/svcnet/internal/auth/authn"
+	"github.com/svcnet/svcnet/internal/auth/authz"
+	"github.com/svcnet/svcnet/internal/auth/rbac"
+	"github.com/svcnet/svcnet/internal/auth/serviceaccount"
+	saregistry "github.com/svcnet/svcnet/internal/registry/serviceaccount"
+)
+
+// Authorization modes, as kube-apiserver's --authorization-mode.
+const (
+	AuthorizationRBAC        = "RBAC"
+	AuthorizationAlwaysAllow = "AlwaysAllow"
+)
+
+// apiAuth is who the API server lets do what: client certificates and
+// service account tokens authenticate; system:masters, then the modes'
+// authorizers, authorize. The RBAC policy and the objects tokens name are
+// read through informers on the server's loopback, as upstream's.
+type apiAuth struct {
+	factory informers.SharedInformerFactory
+	rbac    *rbac.Authorizer
+	chain   authz.Authorizer
+	authn   *authn.Authenticator
+	tokens  *saregistry.Tokens
+	objects *serviceaccount.Cached
+	key     *serviceaccount.Key
+}
+
+func newAPIAuth(dataDir string, modes []string, loopback kubernetes.Interface) (*apiAuth, error) {
+	key, err := serviceaccount.LoadOrCreateKey(filepath.Join(dataDir, "pki"))
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactory(loopback, 0)
+	p := factory.Rbac().V1()
+	a := &apiAuth{
+		factory: factory, key: key,
+		rbac: rbac.New(rbac.Listers{Roles: p.Roles().Lister(), RoleBindings: p.RoleBindings().Lister(),
+			ClusterRoles: p.ClusterRoles().Lister(), ClusterRoleBindings: p.ClusterRoleBindings().Lister()}),
+		objects: serviceaccount.NewCached(loopback, factory),
+	}
+	chain := authz.Union{authz.PrivilegedGroups{user.SystemPrivilegedGroup}}
+	if len(modes) == 0 {
+		modes = []string{AuthorizationRBAC}
+	}
+	for _, m := range modes {
+		switch m {
+		case AuthorizationRBAC:
+			chain = append(chain, a.rbac)
+		case AuthorizationAlwaysAllow:
+			chain = append(chain, authz.AlwaysAllow{})
+		default:
+			return nil, fmt.Errorf("--authorization-mode %q: want %s or %s", m, AuthorizationRBAC, AuthorizationAlwaysAllow)
+		}
+	}
+	a.chain = chain
+	audiences := []string{serviceaccount.DefaultIssuer}
+	a.tokens = &saregistry.Tokens{Issuer: &serviceaccount.Issuer{Key: key, Issuer: serviceaccount.DefaultIssuer},
+		Audiences: audiences, Objects: a.objects}
+	a.authn = &authn.Authenticator{Tokens: []authn.TokenAuthenticator{&authn.Cached{TTL: authn.DefaultTokenCacheTTL,
+		Next: &serviceaccount.Authenticator{Issuer: serviceaccount.DefaultIssuer, Key: key, Audiences: audiences, Objects: a.objects}}}}
+	return a, nil
+}
+
+// start runs the informers until ctx ends and waits for their lists.
+func (a *apiAuth) start(ctx, wait context.Context) error {
+	a.factory.Start(ctx.Done())
+	for typ, ok := range a.factory.WaitForCacheSync(wait.Done()) {
+		if !ok {
+			return fmt.Errorf("list %v for authentication and authorization: %w", typ, wait.Err())
+		}
+	}
+	return nil
+}
