@@ -43,8 +43,6 @@ type Config struct {
 	// to; empty forwards to /etc/resolv.conf, the node's resolvers that
 	// dnsPolicy Default gives the coredns pods.
 	Upstreams []string
-	// Kubeconfig is how the coredns pods reach the API server.
-	Kubeconfig []byte
 	// Replicas is the number of coredns pods (kubeadm's 2).
 	Replicas int32
 }
@@ -56,10 +54,9 @@ const FieldManager = "svcnet-up"
 const (
 	DNSService    = "kube-dns"
 	DNSDeployment = "coredns"
-	// kubeconfigSecret holds the coredns pods' kubeconfig (mounted at
-	// kubeconfigDir), until service account tokens reach pods.
-	kubeconfigSecret = "coredns-kubeconfig"
-	kubeconfigDir    = "/etc/coredns-kubeconfig"
+	// legacyKubeconfigSecret held the coredns pods' kubeconfig before
+	// their service account tokens did.
+	legacyKubeconfigSecret = "coredns-kubeconfig"
 	// DNSImage is kubeadm's CoreDNS image, which the node plays with
 	// svcnet's own DNS.
 	DNSImage = "registry.k8s.io/coredns/coredns:v1.12.1"
@@ -80,7 +77,6 @@ func Apply(ctx context.Context, client kubernetes.Interface, c Config) error {
 		func() error { return apply(ctx, client.RbacV1().ClusterRoles(), clusterRole()) },
 		func() error { return apply(ctx, client.RbacV1().ClusterRoleBindings(), clusterRoleBinding()) },
 		func() error { return apply(ctx, client.CoreV1().ConfigMaps(ns), configMap(c)) },
-		func() error { return apply(ctx, client.CoreV1().Secrets(ns), secret(c)) },
 		func() error { return apply(ctx, client.CoreV1().Services(ns), service(c, labels)) },
 		func() error { return apply(ctx, client.AppsV1().Deployments(ns), deployment(c, labels)) },
 	} {
@@ -88,7 +84,11 @@ func Apply(ctx context.Context, client kubernetes.Interface, c Config) error {
 			return err
 		}
 	}
-	err := client.DiscoveryV1().EndpointSlices(ns).DeleteCollection(ctx, metav1.DeleteOptions{},
+	err := client.CoreV1().Secrets(ns).Delete(ctx, legacyKubeconfigSecret, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove the coredns pods' old kubeconfig: %w", err)
+	}
+	err = client.DiscoveryV1().EndpointSlices(ns).DeleteCollection(ctx, metav1.DeleteOptions{},
 		metav1.ListOptions{LabelSelector: discoveryv1.LabelManagedBy + "=" + legacyManagedBy})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("remove the node agents' old kube-dns slices: %w", err)
@@ -156,8 +156,7 @@ func clusterRoleBinding() *rbacv1.ClusterRoleBinding {
 	}
 }
 
-// Corefile is kubeadm's, with the kubeconfig the pods reach the API with
-// and the forward plugin's upstreams.
+// Corefile is kubeadm's, with the forward plugin's upstreams.
 func Corefile(c Config) string {
 	upstreams := "/etc/resolv.conf"
 	if len(c.Upstreams) > 0 {
@@ -173,7 +172,6 @@ func Corefile(c Config) string {
        pods insecure
        fallthrough in-addr.arpa ip6.arpa
        ttl 30
-       kubeconfig %s/kubeconfig
     }
     prometheus :9153
     forward . %s {
@@ -187,17 +185,12 @@ func Corefile(c Config) string {
     reload
     loadbalance
 }
-`, c.Domain, kubeconfigDir, upstreams)
+`, c.Domain, upstreams)
 }
 
 func configMap(c Config) *corev1.ConfigMap {
 	tm, om := meta("ConfigMap", "v1", DNSDeployment, nil)
 	return &corev1.ConfigMap{TypeMeta: tm, ObjectMeta: om, Data: map[string]string{"Corefile": Corefile(c)}}
-}
-
-func secret(c Config) *corev1.Secret {
-	tm, om := meta("Secret", "v1", kubeconfigSecret, nil)
-	return &corev1.Secret{TypeMeta: tm, ObjectMeta: om, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"kubeconfig": c.Kubeconfig}}
 }
 
 func service(c Config, selector map[string]string) *corev1.Service {
@@ -263,7 +256,6 @@ func deployment(c Config, labels map[string]string) *appsv1.Deployment {
 					},
 					VolumeMounts: []corev1.VolumeMount{
 						{Name: "config-volume", MountPath: "/etc/coredns", ReadOnly: true},
-						{Name: "kubeconfig", MountPath: kubeconfigDir, ReadOnly: true},
 					},
 					LivenessProbe: &corev1.Probe{ProbeHandler: httpProbe("/health", 8080),
 						InitialDelaySeconds: 60, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: 5},
@@ -278,7 +270,6 @@ func deployment(c Config, labels map[string]string) *appsv1.Deployment {
 					{Name: "config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 						LocalObjectReference: corev1.LocalObjectReference{Name: DNSDeployment},
 						Items:                []corev1.KeyToPath{{Key: "Corefile", Path: "Corefile"}}}}},
-					{Name: "kubeconfig", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: kubeconfigSecret}}},
 				},
 			},
 		},

@@ -434,9 +434,12 @@ func (s *Server) prepareUpdate(res *registry.Resource, ns, name, sub string, cur
 	if !o.applied {
 		desired = s.fields.update(res, sub, cur, desired, o.manager)
 	}
+	// An object read through an older encryption key or provider is
+	// written again even unchanged, as upstream's stale reads are: that
+	// rotates keys (storage.Store.Stale).
 	if same, err := s.sameStored(cur, desired); err != nil {
 		return nil, false, apierrors.NewInternalError(err)
-	} else if same {
+	} else if same && !s.store.Stale(key(res, ns, name), rvOf(cur)) {
 		return nil, conditional, nil
 	}
 	return desired, conditional, nil

@@ -131,18 +131,28 @@ func managerName(r *http.Request, given string) string {
 }
 
 func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
+	return createWith(w, r, ri.res, ri.res.Kind, func(obj runtime.Object, o writeOptions) (runtime.Object, error) {
+		return s.create(r.Context(), ri.res, ri.namespace, obj, o)
+	})
+}
+
+// createWith decodes a create's body as kind and answers 201 with what
+// create makes of it.
+func createWith(w http.ResponseWriter, r *http.Request, res *registry.Resource, kind schema.GroupVersionKind,
+	create func(obj runtime.Object, o writeOptions) (runtime.Object, error)) error {
 	wr, err := readWrite(r, &metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
-	obj, warnings, err := decodeObject(ri.res, ri.res.Kind, r.Header.Get("Content-Type"), wr.body, wr.directive)
+	obj, warnings, err := decodeObject(res, kind, r.Header.Get("Content-Type"), wr.body, wr.directive)
 	if err != nil {
 		return err
 	}
-	out, err := s.create(r.Context(), ri.res, ri.namespace, obj, wr.o)
+	out, err := create(obj, wr.o)
 	if err != nil {
 		return err
 	}
+	registry.SetKind(out)
 	addWarnings(w, warnings)
 	writeObject(w, http.StatusCreated, wr.f, out)
 	return nil
@@ -154,30 +164,17 @@ func (s *Server) serveVirtual(w http.ResponseWriter, r *http.Request, ri *reques
 	if ri.verb != "create" || ri.name != "" {
 		return apierrors.NewMethodNotSupported(ri.res.GroupResource(), ri.verb)
 	}
-	wr, err := readWrite(r, &metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	obj, warnings, err := decodeObject(ri.res, ri.res.Kind, r.Header.Get("Content-Type"), wr.body, wr.directive)
-	if err != nil {
-		return err
-	}
-	a, err := placeIn(ri.res, ri.namespace, obj)
-	if err != nil {
-		return err
-	}
-	ri.res.Strategy.Default(obj)
-	if errs := ri.res.Strategy.Validate(obj); len(errs) > 0 {
-		return apierrors.NewInvalid(ri.res.Kind.GroupKind(), a.GetName(), errs)
-	}
-	out, err := ri.res.Create(r.Context(), ri.namespace, obj)
-	if err != nil {
-		return err
-	}
-	registry.SetKind(out)
-	addWarnings(w, warnings)
-	writeObject(w, http.StatusCreated, wr.f, out)
-	return nil
+	return createWith(w, r, ri.res, ri.res.Kind, func(obj runtime.Object, _ writeOptions) (runtime.Object, error) {
+		a, err := placeIn(ri.res, ri.namespace, obj)
+		if err != nil {
+			return nil, err
+		}
+		ri.res.Strategy.Default(obj)
+		if errs := ri.res.Strategy.Validate(obj); len(errs) > 0 {
+			return nil, apierrors.NewInvalid(ri.res.Kind.GroupKind(), a.GetName(), errs)
+		}
+		return ri.res.Create(r.Context(), ri.namespace, obj)
+	})
 }
 
 // serveAction answers a create of an action subresource (a
@@ -188,22 +185,9 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, ri *request
 		gr.Resource += "/" + ri.subresource
 		return apierrors.NewMethodNotSupported(gr, ri.verb)
 	}
-	wr, err := readWrite(r, &metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	obj, warnings, err := decodeObject(ri.res, action.Kind, r.Header.Get("Content-Type"), wr.body, wr.directive)
-	if err != nil {
-		return err
-	}
-	out, err := action.Create(r.Context(), ri.namespace, ri.name, obj)
-	if err != nil {
-		return err
-	}
-	registry.SetKind(out)
-	addWarnings(w, warnings)
-	writeObject(w, http.StatusCreated, wr.f, out)
-	return nil
+	return createWith(w, r, ri.res, action.Kind, func(obj runtime.Object, _ writeOptions) (runtime.Object, error) {
+		return action.Create(r.Context(), ri.namespace, ri.name, obj)
+	})
 }
 
 // writeRequest is what create, update and patch all read first.

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/auth/authn"
 	"github.com/svcnet/svcnet/internal/auth/authz"
@@ -72,12 +73,18 @@ func newAPIAuth(dataDir string, modes []string, loopback kubernetes.Interface) (
 	return a, nil
 }
 
-// start runs the informers until ctx ends and waits for their lists.
+// start runs the informers until ctx ends and waits for their lists, all
+// but the Secrets': Cached reads a Secret its cache lacks through the API,
+// and Secrets the server cannot decrypt (encryption at rest without their
+// key) fail that list until the key is back, while everything else must
+// still be served, as upstream's API server does.
 func (a *apiAuth) start(ctx, wait context.Context) error {
 	a.factory.Start(ctx.Done())
-	for typ, ok := range a.factory.WaitForCacheSync(wait.Done()) {
-		if !ok {
-			return fmt.Errorf("list %v for authentication and authorization: %w", typ, wait.Err())
+	p, core := a.factory.Rbac().V1(), a.factory.Core().V1()
+	for _, inf := range []cache.SharedIndexInformer{p.Roles().Informer(), p.RoleBindings().Informer(), p.ClusterRoles().Informer(),
+		p.ClusterRoleBindings().Informer(), core.ServiceAccounts().Informer(), core.Pods().Informer(), core.Nodes().Informer()} {
+		if !cache.WaitForCacheSync(wait.Done(), inf.HasSynced) {
+			return fmt.Errorf("list for authentication and authorization: %w", wait.Err())
 		}
 	}
 	return nil

@@ -194,7 +194,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		a.stopStorage()
 		return nil, err
 	}
-	set, err := all.Set(all.Deps{Services: alloc, Authorizer: auth.chain, RBAC: auth.rbac, Tokens: auth.tokens, ServiceAccounts: auth.objects})
+	set, err := all.Set(all.Deps{Services: alloc, Authorizer: auth.chain, RBAC: auth.rbac, Tokens: auth.tokens, ServiceAccounts: auth.objects, Authenticator: auth.authn})
 	if err != nil {
 		a.stopStorage()
 		return nil, err

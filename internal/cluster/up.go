@@ -181,7 +181,7 @@ func Up(ctx context.Context, o UpOptions) error {
 	if slices.Contains(o.Disable, addonCoreDNS) {
 		ready.dns = "" // nothing to wait for
 	} else {
-		err = applyAddons(ctx, a, o, ranges.ServiceCIDRs[0].First())
+		err = applyAddons(ctx, a, o)
 	}
 	if err == nil {
 		ready.client, err = adminClient(a.Kubeconfig)
@@ -207,25 +207,8 @@ func Up(ctx context.Context, o UpOptions) error {
 // addonCoreDNS names the cluster DNS add-on for --disable.
 const addonCoreDNS = "coredns"
 
-// applyAddons installs cluster DNS, reaching the API through the
-// kubernetes Service's address.
-func applyAddons(ctx context.Context, a *APIServer, o UpOptions, kubernetesIP netip.Addr) error {
-	dir := filepath.Join(o.APIServer.DataDir, "pki")
-	ca, err := pki.LoadOrCreateCA(dir)
-	if err != nil {
-		return err
-	}
-	// The identity the coredns pods' service account will have once
-	// service account tokens reach pods.
-	pair, err := ca.Client(dir, "coredns", "system:serviceaccount:kube-system:coredns",
-		[]string{"system:serviceaccounts", "system:serviceaccounts:kube-system"})
-	if err != nil {
-		return err
-	}
-	kubeconfig, err := Kubeconfig("https://"+net.JoinHostPort(kubernetesIP.String(), "443"), ca.CertPEM, pair)
-	if err != nil {
-		return err
-	}
+// applyAddons installs cluster DNS.
+func applyAddons(ctx context.Context, a *APIServer, o UpOptions) error {
 	client, err := adminClient(a.Kubeconfig)
 	if err != nil {
 		return err
@@ -234,7 +217,7 @@ func applyAddons(ctx context.Context, a *APIServer, o UpOptions, kubernetesIP ne
 	if err != nil {
 		return fmt.Errorf("--cluster-dns %q: %w", o.Node.ClusterDNS, err)
 	}
-	err = addons.Apply(ctx, client, addons.Config{ClusterDNS: dnsIP, Domain: o.Node.ClusterDomain, Upstreams: o.DNSUpstreams, Kubeconfig: kubeconfig})
+	err = addons.Apply(ctx, client, addons.Config{ClusterDNS: dnsIP, Domain: o.Node.ClusterDomain, Upstreams: o.DNSUpstreams})
 	if err != nil {
 		return fmt.Errorf("cluster add-ons: %w", err)
 	}

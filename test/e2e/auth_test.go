@@ -189,6 +189,19 @@ spec:
 		t.Errorf("claims of kubectl create token: %v", claims)
 	}
 
+	// A TokenReview says whom a token names, for the audiences asked.
+	review := func(auds string) string {
+		return c.withStdin(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"`+token+`"`+auds+`}}`,
+			"create", "--validate=false", "-f", "-", "-o", "jsonpath={.status}")
+	}
+	if st := review(""); !strings.Contains(st, `"authenticated":true`) || !strings.Contains(st, `"username":"system:serviceaccount:team:default"`) ||
+		!strings.Contains(st, `"audiences":["https://kubernetes.default.svc.cluster.local"]`) {
+		t.Errorf("TokenReview: %s", st)
+	}
+	if st := review(`,"audiences":["vault"]`); strings.Contains(st, `"authenticated":true`) || !strings.Contains(st, `is invalid for the target audiences`) {
+		t.Errorf("TokenReview for another audience: %s", st)
+	}
+
 	bound := strings.TrimSpace(c.must("create", "token", "default", "-n", "team", "--bound-object-kind=Pod", "--bound-object-name=client"))
 	if pod, _ := jwtClaims(t, bound)["kubernetes.io"].(map[string]any)["pod"].(map[string]any); pod["name"] != "client" {
 		t.Errorf("bound token claims: %v", pod)

@@ -41,16 +41,29 @@ func (a *Authenticator) Authenticate(r *http.Request) (user.Info, error) {
 		}
 	}
 	if token, ok := bearer(r); ok {
-		for _, t := range a.Tokens {
-			u, ok, err := t.AuthenticateToken(r.Context(), token)
-			if err != nil || !ok {
-				continue
-			}
-			return Authenticated(u), nil
+		u, ok, _ := a.AuthenticateToken(r.Context(), token)
+		if !ok {
+			return nil, ErrUnauthorized
 		}
-		return nil, ErrUnauthorized
+		return Authenticated(u), nil
 	}
 	return Anonymous(), nil
+}
+
+// AuthenticateToken asks each token authenticator in turn (TokenReview's
+// question); the error is the last one's that knew the token.
+func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (user.Info, bool, error) {
+	var last error
+	for _, t := range a.Tokens {
+		u, ok, err := t.AuthenticateToken(ctx, token)
+		if ok && err == nil {
+			return u, true, nil
+		}
+		if err != nil {
+			last = err
+		}
+	}
+	return nil, false, last
 }
 
 // bearer is the request's "Authorization: Bearer" token; upstream
@@ -88,6 +101,21 @@ func Loopback() user.Info {
 }
 
 type userKey struct{}
+
+type audiencesKey struct{}
+
+// WithAudiences returns ctx asking token authenticators to accept tokens
+// for auds instead of the API server's own audiences (TokenReview's
+// spec.audiences).
+func WithAudiences(ctx context.Context, auds []string) context.Context {
+	return context.WithValue(ctx, audiencesKey{}, auds)
+}
+
+// AudiencesFrom is the audiences ctx asks for, if any.
+func AudiencesFrom(ctx context.Context) ([]string, bool) {
+	auds, ok := ctx.Value(audiencesKey{}).([]string)
+	return auds, ok
+}
 
 // WithUser returns ctx carrying u.
 func WithUser(ctx context.Context, u user.Info) context.Context {

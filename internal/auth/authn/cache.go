@@ -3,6 +3,7 @@ package authn
 import (
 	"context"
 	"crypto/sha256"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,9 @@ const maxCachedTokens = 10000
 // AuthenticateToken implements TokenAuthenticator.
 func (c *Cached) AuthenticateToken(ctx context.Context, token string) (user.Info, bool, error) {
 	key := sha256.Sum256([]byte(token))
+	if auds, ok := AudiencesFrom(ctx); ok {
+		key = sha256.Sum256([]byte(token + "\x00" + strings.Join(auds, "\x00")))
+	}
 	now := time.Now()
 	c.mu.Lock()
 	e, ok := c.entries[key]

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/svcnet/svcnet/internal/auth/authn"
 )
 
 // DefaultIssuer is kubeadm's --service-account-issuer, which is also the
@@ -156,8 +158,12 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (us
 	if err := sc.ValidateWithLeeway(jwt.Expected{Issuer: a.Issuer, Time: time.Now()}, jwt.DefaultLeeway); err != nil {
 		return nil, false, err
 	}
-	if !slices.ContainsFunc(a.Audiences, sc.Audience.Contains) {
-		return nil, false, fmt.Errorf("token audiences %q is invalid for the target audiences %q", []string(sc.Audience), a.Audiences)
+	want := a.Audiences
+	if auds, ok := authn.AudiencesFrom(ctx); ok {
+		want = auds
+	}
+	if !slices.ContainsFunc(want, sc.Audience.Contains) {
+		return nil, false, fmt.Errorf("token audiences %q is invalid for the target audiences %q", []string(sc.Audience), want)
 	}
 	k := pc.Kubernetes
 	if k.Namespace == "" || k.Svcacct.Name == "" || sc.Subject != serviceaccount.MakeUsername(k.Namespace, k.Svcacct.Name) {

@@ -4,6 +4,7 @@ package all
 
 import (
 	"github.com/svcnet/svcnet/internal/allocator"
+	"github.com/svcnet/svcnet/internal/auth/authn"
 	"github.com/svcnet/svcnet/internal/auth/authz"
 	"github.com/svcnet/svcnet/internal/auth/rbac"
 	"github.com/svcnet/svcnet/internal/registry"
@@ -24,6 +25,8 @@ type Deps struct {
 	// service accounts for their admission.
 	Tokens          *serviceaccount.Tokens
 	ServiceAccounts pod.ServiceAccounts
+	// Authenticator answers TokenReviews.
+	Authenticator authn.TokenAuthenticator
 }
 
 // Resources returns fresh descriptors of every served resource.

@@ -12,7 +12,16 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/selfsubjectreview"
 	"github.com/svcnet/svcnet/internal/registry/selfsubjectrulesreview"
 	"github.com/svcnet/svcnet/internal/registry/subjectaccessreview"
+	"github.com/svcnet/svcnet/internal/registry/tokenreview"
 )
+
+// apiAudiences are the audiences of the API server's own tokens.
+func apiAudiences(d Deps) []string {
+	if d.Tokens == nil {
+		return nil
+	}
+	return d.Tokens.Audiences
+}
 
 // auth returns the resources of authentication.k8s.io,
 // authorization.k8s.io and rbac.authorization.k8s.io.
@@ -20,6 +29,7 @@ func auth(d Deps) []*registry.Resource {
 	guard := rbac.NewEscalation(d.RBAC, d.Authorizer)
 	return []*registry.Resource{
 		selfsubjectreview.Resource(),
+		tokenreview.Resource(d.Authenticator, apiAudiences(d)),
 		subjectaccessreview.Resource(d.Authorizer),
 		selfsubjectaccessreview.Resource(d.Authorizer),
 		localsubjectaccessreview.Resource(d.Authorizer),

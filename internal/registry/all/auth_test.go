@@ -14,6 +14,7 @@ func TestAuthRegister(t *testing.T) {
 	// resource: namespaced, virtual (create only)
 	want := map[string]string{
 		"authentication.k8s.io/v1, Resource=selfsubjectreviews":       "false|true",
+		"authentication.k8s.io/v1, Resource=tokenreviews":             "false|true",
 		"authorization.k8s.io/v1, Resource=subjectaccessreviews":      "false|true",
 		"authorization.k8s.io/v1, Resource=selfsubjectaccessreviews":  "false|true",
 		"authorization.k8s.io/v1, Resource=localsubjectaccessreviews": "true|true",
