@@ -22,6 +22,9 @@ import (
 // the headers are dropped. It returns the user the request acts as.
 func (s *Server) impersonate(r *http.Request, requester user.Info) (user.Info, error) {
 	h := r.Header
+	if !impersonating(h) {
+		return requester, nil
+	}
 	name := h.Get(authenticationv1.ImpersonateUserHeader)
 	groups, uid := h.Values(authenticationv1.ImpersonateGroupHeader), h.Get(authenticationv1.ImpersonateUIDHeader)
 	extra := map[string][]string{}
@@ -85,4 +88,14 @@ func (s *Server) impersonate(r *http.Request, requester user.Info) (user.Info, e
 		}
 	}
 	return impersonated, nil
+}
+
+// impersonating reports whether a request has any Impersonate- header.
+func impersonating(h http.Header) bool {
+	for k := range h {
+		if strings.HasPrefix(k, "Impersonate-") {
+			return true
+		}
+	}
+	return false
 }

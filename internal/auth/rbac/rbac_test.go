@@ -90,6 +90,8 @@ func TestAuthorize(t *testing.T) {
 		{res(jane, "list", "dev", "pods", "", ""), true, `RBAC: allowed by RoleBinding "jane-view/dev" of ClusterRole "view" to User "jane"`},
 		{res(app, "get", "dev", "pods", "log", "web"), true, `RBAC: allowed by RoleBinding "jane-view/dev" of ClusterRole "view" to ServiceAccount "app/dev"`},
 		{res(app, "get", "other", "pods", "", "web"), false, ""},
+		{res(&user.DefaultInfo{Name: "system:serviceaccount:dev:application"}, "get", "dev", "pods", "", "web"), false, ""},
+		{res(&user.DefaultInfo{Name: "system:serviceaccount:de:vapp"}, "get", "dev", "pods", "", "web"), false, ""},
 		{res(jane, "list", "", "pods", "", ""), false, `RBAC: clusterrole.rbac.authorization.k8s.io "gone" not found`},
 		{res(jane, "delete", "dev", "pods", "", "web"), false, `RBAC: clusterrole.rbac.authorization.k8s.io "gone" not found`},
 		{res(jane, "get", "dev", "pods", "exec", "web"), false, `RBAC: clusterrole.rbac.authorization.k8s.io "gone" not found`},
