@@ -66,6 +66,7 @@ func controllerManagerCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", false, "run each controller as its own kube-system ServiceAccount, as kubeadm does (the kubeconfig's user needs system:kube-controller-manager's rights)")
 	cmd.Flags().StringVar(&o.SchedulerKubeconfig, "scheduler-kubeconfig", "", "kubeconfig of the scheduler's identity (default: --kubeconfig)")
 	cmd.Flags().StringVar(&o.RootCAFile, "root-ca-file", "", "PEM CA bundle published as ca.crt of every namespace's kube-root-ca.crt ConfigMap (default: the kubeconfig's CA)")
+	cmd.Flags().StringVar(&o.ServiceAccountKeyFile, "service-account-private-key-file", "", "PEM RSA private key the serviceaccount-token-controller signs legacy service account tokens with (empty disables it)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		klog.SetSlogLogger(slog.Default())
 		cm, err := cluster.StartControllerManager(cmd.Context(), *o)

@@ -39,6 +39,7 @@ func apiServerFlags(cmd *cobra.Command) *cluster.APIServerOptions {
 	o := &cluster.APIServerOptions{}
 	f := cmd.Flags()
 	f.StringVar(&o.DataDir, "data-dir", cluster.DefaultDataDir(), "directory for etcd data, certificates and the kubeconfig")
+	f.StringVar(&o.CADir, "ca-dir", "", "directory of the cluster CA (ca.crt, ca.key) and the service account key (sa.key, sa.pub), which API servers sharing an etcd share (default: <data-dir>/pki)")
 	f.StringVar(&o.BindAddress, "bind-address", "127.0.0.1:6443", "host:port the API server serves HTTPS on")
 	f.StringSliceVar(&o.EtcdServers, "etcd-servers", nil, "external etcd client URLs (default: embedded etcd in the data dir)")
 	f.StringVar(&o.EtcdClientURL, "etcd-client-url", "http://127.0.0.1:2379", "client URL of the embedded etcd (for etcdctl)")

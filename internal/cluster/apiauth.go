@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/informers"
@@ -37,8 +36,8 @@ type apiAuth struct {
 	key     *serviceaccount.Key
 }
 
-func newAPIAuth(dataDir string, modes []string, loopback kubernetes.Interface) (*apiAuth, error) {
-	key, err := serviceaccount.LoadOrCreateKey(filepath.Join(dataDir, "pki"))
+func newAPIAuth(caDir string, modes []string, loopback kubernetes.Interface) (*apiAuth, error) {
+	key, err := serviceaccount.LoadOrCreateKey(caDir)
 	if err != nil {
 		return nil, err
 	}
@@ -68,8 +67,14 @@ func newAPIAuth(dataDir string, modes []string, loopback kubernetes.Interface) (
 	audiences := []string{serviceaccount.DefaultIssuer}
 	a.tokens = &saregistry.Tokens{Issuer: &serviceaccount.Issuer{Key: key, Issuer: serviceaccount.DefaultIssuer},
 		Audiences: audiences, Objects: a.objects}
-	a.authn = &authn.Authenticator{Tokens: []authn.TokenAuthenticator{&authn.Cached{TTL: authn.DefaultTokenCacheTTL,
-		Next: &serviceaccount.Authenticator{Issuer: serviceaccount.DefaultIssuer, Key: key, Audiences: audiences, Objects: a.objects}}}}
+	// Bound tokens, then the legacy tokens of service account token
+	// Secrets, as upstream's chain; each token's answer is cached.
+	a.authn = &authn.Authenticator{Tokens: []authn.TokenAuthenticator{
+		&authn.Cached{TTL: authn.DefaultTokenCacheTTL,
+			Next: &serviceaccount.Authenticator{Issuer: serviceaccount.DefaultIssuer, Key: key, Audiences: audiences, Objects: a.objects}},
+		&authn.Cached{TTL: authn.DefaultTokenCacheTTL,
+			Next: &serviceaccount.LegacyAuthenticator{Key: key, Audiences: audiences, Objects: a.objects}},
+	}}
 	return a, nil
 }
 

@@ -51,6 +51,11 @@ const KubernetesVersion = "v1.37.2"
 // APIServerOptions configure the API server and its etcd.
 type APIServerOptions struct {
 	DataDir string
+	// CADir holds the cluster CA (ca.crt, ca.key) and the service account
+	// signing key (sa.key, sa.pub), as kubeadm's /etc/kubernetes/pki; API
+	// servers sharing an etcd share it, so that clients and tokens work
+	// against each. Empty: <DataDir>/pki.
+	CADir string
 	// BindAddress is host:port for HTTPS (default 127.0.0.1:6443).
 	BindAddress string
 	// EtcdServers are external etcd client URLs; empty starts the embedded
@@ -91,6 +96,14 @@ type APIServerOptions struct {
 	// aescbc key generated once into DataDir/pki/encryption-config.yaml;
 	// not with EncryptionProviderConfig.
 	EncryptSecrets bool
+}
+
+// caDir is where the CA and the service account key are.
+func (o *APIServerOptions) caDir() string {
+	if o.CADir != "" {
+		return o.CADir
+	}
+	return filepath.Join(o.DataDir, "pki")
 }
 
 // Defaults of the Service ranges.
@@ -189,7 +202,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		return nil, fmt.Errorf("loopback client: %w", err)
 	}
 	a.loopback = loopback
-	auth, err := newAPIAuth(o.DataDir, o.AuthorizationModes, loopback)
+	auth, err := newAPIAuth(o.caDir(), o.AuthorizationModes, loopback)
 	if err != nil {
 		a.stopStorage()
 		return nil, err
@@ -258,7 +271,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		return nil, err
 	}
 
-	tlsConfig, err := a.certificates(o.DataDir, host, port, ranges.ServiceCIDRs[0].First(), advertise)
+	tlsConfig, err := a.certificates(o.DataDir, o.caDir(), host, port, ranges.ServiceCIDRs[0].First(), advertise)
 	if err != nil {
 		stopPolicy()
 		a.stopStorage()
@@ -471,11 +484,12 @@ func minorOf(v string) string {
 	return parts[1]
 }
 
-// certificates loads or creates the CA, serving and admin certificates,
-// writes the admin kubeconfig, and returns the server's TLS config.
-func (a *APIServer) certificates(dataDir, host, port string, serviceIP, advertise netip.Addr) (*tls.Config, error) {
+// certificates loads or creates the CA (in caDir), the serving and admin
+// certificates (in the data dir's pki), writes the admin kubeconfig, and
+// returns the server's TLS config.
+func (a *APIServer) certificates(dataDir, caDir, host, port string, serviceIP, advertise netip.Addr) (*tls.Config, error) {
 	dir := filepath.Join(dataDir, "pki")
-	ca, err := pki.LoadOrCreateCA(dir)
+	ca, err := pki.LoadOrCreateCA(caDir)
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	saauth "github.com/svcnet/svcnet/internal/auth/serviceaccount"
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/clusterroleaggregation"
 	"github.com/svcnet/svcnet/internal/controller/deployment"
@@ -43,6 +44,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/rootcacertpublisher"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
 	"github.com/svcnet/svcnet/internal/controller/serviceaccount"
+	"github.com/svcnet/svcnet/internal/controller/serviceaccounttoken"
 	"github.com/svcnet/svcnet/internal/controller/servicecidrs"
 	"github.com/svcnet/svcnet/internal/controller/statefulset"
 )
@@ -83,6 +85,10 @@ type ControllerManagerOptions struct {
 	Scheduler     scheduler.Options
 	// GCWorkers is --concurrent-gc-syncs.
 	GCWorkers int
+	// ServiceAccountKeyFile is --service-account-private-key-file: the
+	// key the serviceaccount-token-controller signs legacy tokens with;
+	// empty disables that controller, as upstream.
+	ServiceAccountKeyFile string
 	// RootCAFile is --root-ca-file: the PEM CA bundle published in every
 	// namespace's kube-root-ca.crt; empty publishes the kubeconfig's CA.
 	RootCAFile string
@@ -187,6 +193,9 @@ type knownController struct {
 }
 
 var knownControllers = []knownController{
+	// As upstream, the tokens controller runs with the controller
+	// manager's own client (no controllerServiceAccounts entry).
+	{serviceaccounttoken.ControllerName, serviceaccounttoken.Alias, startServiceAccountToken},
 	// First: pods wait for their namespace's default ServiceAccount.
 	{serviceaccount.ControllerName, serviceaccount.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := serviceaccount.New(d)
@@ -270,6 +279,28 @@ var knownControllers = []knownController{
 		c, err := scheduler.New(ctx, d, events, o.Scheduler)
 		return runOf(c, err)
 	}},
+}
+
+// startServiceAccountToken starts the serviceaccount-token-controller, or
+// nothing without --service-account-private-key-file, as upstream.
+func startServiceAccountToken(_ context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
+	if o.ServiceAccountKeyFile == "" {
+		slog.Info("Controller is disabled because there is no private key", "controller", serviceaccounttoken.ControllerName)
+		return func(context.Context) {}, nil
+	}
+	key, err := saauth.LoadKeyFile(o.ServiceAccountKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("error reading key for service account token controller: %w", err)
+	}
+	ca, err := rootcacertpublisher.RootCA(o.RootCAFile, cl.typed)
+	if err != nil {
+		return nil, err
+	}
+	if d.Client, err = cl.clientFor(serviceaccounttoken.ClientName); err != nil {
+		return nil, err
+	}
+	c, err := serviceaccounttoken.New(d, key, ca)
+	return runOf(c, err)
 }
 
 // KnownControllers names the controllers --controllers accepts.

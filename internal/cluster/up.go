@@ -142,9 +142,9 @@ func Up(ctx context.Context, o UpOptions) error {
 	cm := o.ControllerManager
 	// As kubeadm's: the controller manager and the scheduler have
 	// identities of their own, and each controller its ServiceAccount.
-	cm.Kubeconfig, err = componentKubeconfig(o.APIServer.DataDir, a.URL, "controller-manager", "system:kube-controller-manager")
+	cm.Kubeconfig, err = componentKubeconfig(&o.APIServer, a.URL, "controller-manager", "system:kube-controller-manager")
 	if err == nil {
-		cm.SchedulerKubeconfig, err = componentKubeconfig(o.APIServer.DataDir, a.URL, "scheduler", "system:kube-scheduler")
+		cm.SchedulerKubeconfig, err = componentKubeconfig(&o.APIServer, a.URL, "scheduler", "system:kube-scheduler")
 	}
 	if err != nil {
 		stopAPI()
@@ -152,7 +152,8 @@ func Up(ctx context.Context, o UpOptions) error {
 		return err
 	}
 	cm.UseServiceAccountCredentials = true
-	proxyKubeconfig, err := componentKubeconfig(o.APIServer.DataDir, a.URL, "kube-proxy", "system:kube-proxy")
+	cm.ServiceAccountKeyFile = filepath.Join(o.APIServer.caDir(), "sa.key")
+	proxyKubeconfig, err := componentKubeconfig(&o.APIServer, a.URL, "kube-proxy", "system:kube-proxy")
 	if err != nil {
 		stopAPI()
 		<-apiDone
@@ -224,12 +225,13 @@ func applyAddons(ctx context.Context, a *APIServer, o UpOptions) error {
 	return nil
 }
 
-// componentKubeconfig writes <dataDir>/<name>.conf (kubeadm's file names)
-// for a component's client certificate of user, issued by the cluster
-// CA, and returns its path.
-func componentKubeconfig(dataDir, url, name, user string) (string, error) {
+// componentKubeconfig writes <data dir>/<name>.conf (kubeadm's file
+// names) for a component's client certificate of user, issued by the
+// cluster CA, and returns its path.
+func componentKubeconfig(o *APIServerOptions, url, name, user string) (string, error) {
+	dataDir := o.DataDir
 	dir := filepath.Join(dataDir, "pki")
-	ca, err := pki.LoadOrCreateCA(dir)
+	ca, err := pki.LoadOrCreateCA(o.caDir())
 	if err != nil {
 		return "", err
 	}

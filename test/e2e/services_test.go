@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -521,17 +522,29 @@ func randomOps(cs kubernetes.Interface, r *rand.Rand, prefix string, n int) (map
 	return counts, nil
 }
 
-// TestServiceTwoAPIServers: two API servers on one etcd create 2,000
-// Services concurrently; every cluster IP and node port is distinct, and
-// both list themselves in the kubernetes endpoints.
+// TestServiceTwoAPIServers: two API servers on one etcd, sharing the
+// cluster CA and service account key, take each other's clients and
+// tokens; they create 2,000 Services concurrently; every cluster IP and
+// node port is distinct, and both list themselves in the kubernetes
+// endpoints.
 func TestServiceTwoAPIServers(t *testing.T) {
 	a := startAPIServer(t)
 	// The second one serves on 127.0.0.2 and the same port, as API servers
 	// sharing an etcd must.
 	_, port, _ := net.SplitHostPort(a.apiAddr)
 	b := &cluster{t: t, dataDir: t.TempDir(), cacheDir: t.TempDir(), apiAddr: "127.0.0.2:" + port, etcdClient: a.etcdClient}
-	b.runAPIServer("--etcd-servers", a.etcdClient)
+	b.runAPIServer("--etcd-servers", a.etcdClient, "--ca-dir", filepath.Join(a.dataDir, "pki"))
 	t.Cleanup(b.stop)
+	// a's admin kubeconfig and a token a issued work on b.
+	if out, err := a.kubectl("", "--server=https://"+b.apiAddr, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); err != nil || out != "svcnet-admin" {
+		t.Fatalf("a's kubeconfig against b: %v %s", err, out)
+	}
+	a.must("create", "serviceaccount", "shared")
+	token := strings.TrimSpace(a.must("create", "token", "shared"))
+	if out, err := b.kubectl("", "--kubeconfig=/dev/null", "--server=https://"+b.apiAddr, "--insecure-skip-tls-verify", "--token="+token,
+		"auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); err != nil || out != "system:serviceaccount:default:shared" {
+		t.Fatalf("a's token against b: %v %s", err, out)
+	}
 	eventually(t, 30*time.Second, func() string {
 		out, _ := a.kubectl("", "get", "endpoints", "kubernetes", "-o", "jsonpath={.subsets[0].addresses[*].ip}")
 		if out != "127.0.0.1 127.0.0.2" {

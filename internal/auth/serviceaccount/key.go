@@ -34,33 +34,44 @@ type Key struct {
 // LoadOrCreateKey reads dir/sa.key, creating it (RSA 2048, as kubeadm)
 // and dir/sa.pub if absent.
 func LoadOrCreateKey(dir string) (*Key, error) {
-	path := filepath.Join(dir, "sa.key")
-	b, err := os.ReadFile(path)
+	k, err := LoadKeyFile(filepath.Join(dir, "sa.key"))
 	if errors.Is(err, os.ErrNotExist) {
 		return createKey(dir)
 	}
+	return k, err
+}
+
+// LoadKeyFile reads an RSA private key in PEM (PKCS #1 or #8; the first
+// such block), as kube-controller-manager's
+// --service-account-private-key-file.
+func LoadKeyFile(path string) (*Key, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read service account key: %w", err)
 	}
-	block, _ := pem.Decode(b)
-	if block == nil {
-		return nil, fmt.Errorf("service account key %s: no PEM block", path)
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return nil, fmt.Errorf("service account key %s: no RSA private key", path)
+		}
+		var priv any
+		switch block.Type {
+		case "RSA PRIVATE KEY":
+			priv, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+		case "PRIVATE KEY":
+			priv, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("service account key %s: %w", path, err)
+		}
+		rk, ok := priv.(*rsa.PrivateKey)
+		if !ok {
+			return nil, fmt.Errorf("service account key %s: not an RSA key", path)
+		}
+		return newKey(rk)
 	}
-	var priv any
-	switch block.Type {
-	case "RSA PRIVATE KEY":
-		priv, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-	default:
-		priv, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("service account key %s: %w", path, err)
-	}
-	rk, ok := priv.(*rsa.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("service account key %s: not an RSA key", path)
-	}
-	return newKey(rk)
 }
 
 func createKey(dir string) (*Key, error) {
