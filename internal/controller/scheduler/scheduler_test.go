@@ -627,6 +627,16 @@ func TestStatusNotRewritten(t *testing.T) {
 	cs, _ := start(t, false, node("a"), pod("p", selecting("disk", "ssd")))
 	msg := "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/1 nodes are available: 1 " + notHelpful + "."
 	wantEvent(t, cs, "p", "Warning FailedScheduling: "+msg)
+	// The condition is written after the event: the second attempt must
+	// come after it.
+	controllertest.Eventually(t, func() string {
+		for _, c := range getPod(t, cs, "p").Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Message == msg {
+				return ""
+			}
+		}
+		return "no PodScheduled=False condition yet"
+	})
 	// A label that does not help still makes another attempt.
 	ctx := context.Background()
 	a, err := cs.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{})
