@@ -19,21 +19,28 @@ import (
 // skip TLS and authentication: they are the API server's own
 // (system:apiserver, in system:masters), and are not rate limited.
 type Loopback struct {
-	server atomic.Pointer[Server]
+	handler atomic.Pointer[http.Handler]
+}
+
+// serve is set by New: the server's handler for the API server's own
+// requests.
+func (l *Loopback) serve(s *Server) {
+	var h http.Handler = s.metrics.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.authorize(w, r.WithContext(authn.WithUser(r.Context(), authn.Loopback())))
+	}))
+	l.handler.Store(&h)
 }
 
 // Config is the client configuration; its requests fail until the
 // server is built.
 func (l *Loopback) Config() *rest.Config {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := l.server.Load()
-		if s == nil {
+		served := l.handler.Load()
+		if served == nil {
 			http.Error(w, "the API server is not built yet", http.StatusServiceUnavailable)
 			return
 		}
-		s.metrics.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			s.authorize(w, r.WithContext(authn.WithUser(r.Context(), authn.Loopback())))
-		})).ServeHTTP(w, r)
+		(*served).ServeHTTP(w, r)
 	})
 	return &rest.Config{Host: "http://apiserver.loopback", Transport: loopback{handler: h}, QPS: -1}
 }

@@ -96,7 +96,7 @@ func New(c Config) (*Server, error) {
 	}
 	s.discovery = newDiscovery(c.Resources)
 	if c.Loopback != nil {
-		c.Loopback.server.Store(s)
+		c.Loopback.serve(s)
 	}
 	return s, nil
 }

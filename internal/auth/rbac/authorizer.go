@@ -193,19 +193,12 @@ func appliesTo(u user.Info, subjects []rbacv1.Subject, namespace string) int {
 			if ns == "" {
 				ns = namespace
 			}
-			if ns != "" && isServiceAccount(u.GetName(), ns, s.Name) {
+			if ns != "" && serviceaccount.MatchesUsername(ns, s.Name, u.GetName()) {
 				return i
 			}
 		}
 	}
 	return -1
-}
-
-// isServiceAccount reports whether user is the service account ns/name,
-// "system:serviceaccount:<ns>:<name>", without building that name.
-func isServiceAccount(user, ns, name string) bool {
-	rest, ok := strings.CutPrefix(user, serviceaccount.ServiceAccountUsernamePrefix)
-	return ok && len(rest) == len(ns)+1+len(name) && rest[:len(ns)] == ns && rest[len(ns)] == ':' && rest[len(ns)+1:] == name
 }
 
 // RuleAllows reports whether rule grants the request, as upstream's: "*"

@@ -23,10 +23,6 @@ import (
 // passes for system:masters, for a user allowed "bind" on the role, or
 // when the user holds every rule of the role.
 type Escalation struct {
-	p *policy
-}
-
-type policy struct {
 	rules *Authorizer
 	chain authz.Authorizer
 }
@@ -34,7 +30,7 @@ type policy struct {
 // NewEscalation reads the writer's rules from rules and asks chain (the
 // whole authorization chain) about "escalate" and "bind".
 func NewEscalation(rules *Authorizer, chain authz.Authorizer) *Escalation {
-	return &Escalation{p: &policy{rules: rules, chain: chain}}
+	return &Escalation{rules: rules, chain: chain}
 }
 
 // fullAuthority is what a writer of an aggregationRule must hold.
@@ -49,19 +45,19 @@ func (e *Escalation) ConfirmRole(ctx context.Context, namespace, name string, ru
 	if namespace == "" {
 		gr = rbacv1.Resource("clusterroles")
 	}
-	u, p, done := e.begin(ctx)
+	u, done := e.begin(ctx)
 	if done {
 		return nil
 	}
-	if p.allowed(ctx, u, "escalate", gr.Resource, namespace, name) {
+	if e.allowed(ctx, u, "escalate", gr.Resource, namespace, name) {
 		return nil
 	}
 	if aggregating {
-		if e.confirm(u, p, namespace, fullAuthority) != nil {
+		if e.confirm(u, namespace, fullAuthority) != nil {
 			return apierrors.NewForbidden(gr, name, errors.New("must have cluster-admin privileges to use the aggregationRule"))
 		}
 	}
-	if err := e.confirm(u, p, namespace, rules); err != nil {
+	if err := e.confirm(u, namespace, rules); err != nil {
 		return apierrors.NewForbidden(gr, name, err)
 	}
 	return nil
@@ -74,7 +70,7 @@ func (e *Escalation) ConfirmBinding(ctx context.Context, namespace, name string,
 	if namespace == "" {
 		gr = rbacv1.Resource("clusterrolebindings")
 	}
-	u, p, done := e.begin(ctx)
+	u, done := e.begin(ctx)
 	if done {
 		return nil
 	}
@@ -82,42 +78,42 @@ func (e *Escalation) ConfirmBinding(ctx context.Context, namespace, name string,
 	if ref.Kind == "Role" {
 		roleResource = "roles"
 	}
-	if p.allowed(ctx, u, "bind", roleResource, namespace, ref.Name) {
+	if e.allowed(ctx, u, "bind", roleResource, namespace, ref.Name) {
 		return nil
 	}
-	rules, err := p.rules.RoleRefRules(ref, namespace)
+	rules, err := e.rules.RoleRefRules(ref, namespace)
 	if err != nil {
 		return err
 	}
-	if err := e.confirm(u, p, namespace, rules); err != nil {
+	if err := e.confirm(u, namespace, rules); err != nil {
 		return apierrors.NewForbidden(gr, name, err)
 	}
 	return nil
 }
 
-// begin is the writer and the policy; done when the writer may write
-// anything (system:masters, the API server itself).
-func (e *Escalation) begin(ctx context.Context) (user.Info, *policy, bool) {
+// begin is the writer; done when the writer may write anything
+// (system:masters, the API server itself).
+func (e *Escalation) begin(ctx context.Context) (user.Info, bool) {
 	u, ok := authn.UserFrom(ctx)
 	if !ok {
-		return nil, e.p, false
+		return nil, false
 	}
-	return u, e.p, slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup)
+	return u, slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup)
 }
 
-func (p *policy) allowed(ctx context.Context, u user.Info, verb, resource, namespace, name string) bool {
-	d, _, _ := p.chain.Authorize(ctx, authz.Attributes{User: u, Verb: verb, ResourceRequest: true,
+func (e *Escalation) allowed(ctx context.Context, u user.Info, verb, resource, namespace, name string) bool {
+	d, _, _ := e.chain.Authorize(ctx, authz.Attributes{User: u, Verb: verb, ResourceRequest: true,
 		APIGroup: rbacv1.GroupName, APIVersion: "v1", Resource: resource, Namespace: namespace, Name: name})
 	return d == authz.Allow
 }
 
 // confirm is upstream's ConfirmNoEscalation: the writer's rules in
 // namespace must cover rules; the error lists what they lack.
-func (e *Escalation) confirm(u user.Info, p *policy, namespace string, rules []rbacv1.PolicyRule) error {
+func (e *Escalation) confirm(u user.Info, namespace string, rules []rbacv1.PolicyRule) error {
 	if u == nil {
 		return errors.New("no user on request")
 	}
-	own, resolveErr := p.rules.RulesFor(u, namespace)
+	own, resolveErr := e.rules.RulesFor(u, namespace)
 	covers, missing := validation.Covers(own, rules)
 	if covers {
 		return nil

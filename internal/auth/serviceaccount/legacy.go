@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
@@ -68,15 +67,8 @@ type LegacyAuthenticator struct {
 // token that is not a JWT of LegacyIssuer. The checks and their errors are
 // upstream's legacy validator's.
 func (a *LegacyAuthenticator) AuthenticateToken(ctx context.Context, token string) (user.Info, bool, error) {
-	if strings.Count(token, ".") != 2 {
-		return nil, false, nil
-	}
-	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256})
-	if err != nil {
-		return nil, false, nil
-	}
-	var unverified jwt.Claims
-	if err := tok.UnsafeClaimsWithoutVerification(&unverified); err != nil || unverified.Issuer != LegacyIssuer {
+	tok, ok := parseIssued(token, LegacyIssuer)
+	if !ok {
 		return nil, false, nil
 	}
 	var sc jwt.Claims

@@ -139,15 +139,8 @@ const deletionGrace = 60 * time.Second
 // AuthenticateToken implements authn.TokenAuthenticator: ok=false for a
 // token that is not a JWT of this issuer.
 func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (user.Info, bool, error) {
-	if strings.Count(token, ".") != 2 {
-		return nil, false, nil
-	}
-	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256})
-	if err != nil {
-		return nil, false, nil
-	}
-	var unverified jwt.Claims
-	if err := tok.UnsafeClaimsWithoutVerification(&unverified); err != nil || unverified.Issuer != a.Issuer {
+	tok, ok := parseIssued(token, a.Issuer)
+	if !ok {
 		return nil, false, nil
 	}
 	var sc jwt.Claims
@@ -204,6 +197,23 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (us
 	}
 	return &user.DefaultInfo{Name: sc.Subject, UID: string(sa.UID),
 		Groups: serviceaccount.MakeGroupNames(k.Namespace), Extra: extra}, true, nil
+}
+
+// parseIssued parses a JWT signed RS256 whose (unverified) issuer is
+// issuer; ok=false for any other token, which is not ours to judge.
+func parseIssued(token, issuer string) (*jwt.JSONWebToken, bool) {
+	if strings.Count(token, ".") != 2 {
+		return nil, false
+	}
+	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		return nil, false
+	}
+	var unverified jwt.Claims
+	if err := tok.UnsafeClaimsWithoutVerification(&unverified); err != nil || unverified.Issuer != issuer {
+		return nil, false
+	}
+	return tok, true
 }
 
 // gone reports whether a token's object is not the one it was bound to:
