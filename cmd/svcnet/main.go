@@ -47,7 +47,7 @@ func apiServerFlags(cmd *cobra.Command) *cluster.APIServerOptions {
 	f.Int64Var(&o.EtcdQuotaBackendBytes, "etcd-quota-backend-bytes", storage.DefaultQuotaBackendBytes, "size of the embedded etcd's database past which it refuses writes (etcd's --quota-backend-bytes); svcnet compacts, defragments and lifts the alarm once deletes free space")
 	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", cluster.DefaultServiceClusterIPRange, "CIDR (or two, comma-separated, one per IP family) Service cluster IPs are allocated from")
 	f.StringVar(&o.ServiceNodePortRange, "service-node-port-range", cluster.DefaultServiceNodePortRange, "port range NodePort Services are allocated from")
-	f.StringSliceVar(&o.AuthorizationModes, "authorization-mode", []string{cluster.AuthorizationRBAC}, "authorizers asked in turn about each request: RBAC, or AlwaysAllow (as kube-apiserver's; members of system:masters may do anything either way)")
+	f.StringSliceVar(&o.AuthorizationModes, "authorization-mode", cluster.DefaultAuthorizationModes, "authorizers asked in turn about each request: Node (with the NodeRestriction admission plugin), RBAC, AlwaysAllow (as kube-apiserver's; members of system:masters may do anything either way)")
 	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "address listed in the kubernetes Service's endpoints (default: the bind address; up: the control-plane node's IP, where it also serves)")
 	f.StringVar(&o.EncryptionProviderConfig, "encryption-provider-config", "", "the file containing configuration for encryption providers to be used for storing secrets (or other resources) in etcd: an apiserver.config.k8s.io/v1 EncryptionConfiguration, as kube-apiserver's (aescbc, aesgcm, secretbox, identity; not kms)")
 	return o

@@ -20,6 +20,8 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/svcnet/svcnet/internal/admission"
+	"github.com/svcnet/svcnet/internal/auth/authn"
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/storage"
 )
@@ -228,6 +230,9 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 		if err := s.validateCreate(res, obj); err != nil {
 			return nil, err
 		}
+		if err := s.admit(ctx, admission.Create, res, "", a.GetNamespace(), a.GetName(), obj, nil, o.dryRun); err != nil {
+			return nil, err
+		}
 		// The Writer fills allocated values into a copy, so that a retry
 		// starts again from the request.
 		next := obj.DeepCopyObject()
@@ -317,6 +322,9 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 		if next == nil { // nothing changed
 			return cur, false, nil
 		}
+		if err := s.admit(ctx, admission.Update, res, sub, ns, name, next, cur, o.dryRun); err != nil {
+			return nil, false, err
+		}
 		if finalized(next) {
 			if o.dryRun {
 				return next, false, s.dryRunDelete(ctx, res, cur)
@@ -351,6 +359,16 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 		}
 		return out, false, nil
 	}
+}
+
+// admit asks the admission chain about a write by ctx's user.
+func (s *Server) admit(ctx context.Context, op admission.Operation, res *registry.Resource, sub, ns, name string, obj, old runtime.Object, dryRun bool) error {
+	if s.admission == nil {
+		return nil
+	}
+	u, _ := authn.UserFrom(ctx)
+	return s.admission.Validate(ctx, &admission.Attributes{Operation: op, Resource: res.GroupResource(), Subresource: sub,
+		Namespace: ns, Name: name, Object: obj, OldObject: old, User: u, DryRun: dryRun})
 }
 
 // finalized: the object was being deleted and its last finalizer is gone.
@@ -486,6 +504,9 @@ func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name st
 				return nil, false, apierrors.NewConflict(res.GroupResource(), name,
 					fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, a.GetResourceVersion()))
 			}
+		}
+		if err := s.admit(ctx, admission.Delete, res, "", ns, name, nil, cur, dryRun); err != nil {
+			return nil, false, err
 		}
 		next := cur.DeepCopyObject()
 		na, _ := meta.Accessor(next)

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 
+	"github.com/svcnet/svcnet/internal/admission"
 	"github.com/svcnet/svcnet/internal/auth/authn"
 	"github.com/svcnet/svcnet/internal/auth/authz"
 	"github.com/svcnet/svcnet/internal/auth/serviceaccount"
@@ -54,6 +55,8 @@ type Config struct {
 	// Issuer serves the service account issuer's OpenID discovery
 	// document and keys; nil answers 404.
 	Issuer http.Handler
+	// Admission, if set, may refuse each write before it is stored.
+	Admission admission.Plugin
 }
 
 // Server is the API server's HTTP handler and write path.
@@ -70,6 +73,7 @@ type Server struct {
 	authn      *authn.Authenticator
 	authz      authz.Authorizer
 	issuer     http.Handler
+	admission  admission.Plugin
 }
 
 // New builds a Server. The resource set must include namespaces.
@@ -90,6 +94,7 @@ func New(c Config) (*Server, error) {
 		authn:      c.Authenticator,
 		authz:      c.Authorizer,
 		issuer:     c.Issuer,
+		admission:  c.Admission,
 	}
 	if s.authn == nil {
 		s.authn = &authn.Authenticator{}

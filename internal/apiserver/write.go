@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/svcnet/svcnet/internal/admission"
 	"github.com/svcnet/svcnet/internal/registry"
 )
 
@@ -185,7 +186,10 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, ri *request
 		gr.Resource += "/" + ri.subresource
 		return apierrors.NewMethodNotSupported(gr, ri.verb)
 	}
-	return createWith(w, r, ri.res, action.Kind, func(obj runtime.Object, _ writeOptions) (runtime.Object, error) {
+	return createWith(w, r, ri.res, action.Kind, func(obj runtime.Object, o writeOptions) (runtime.Object, error) {
+		if err := s.admit(r.Context(), admission.Create, ri.res, ri.subresource, ri.namespace, ri.name, obj, nil, o.dryRun); err != nil {
+			return nil, err
+		}
 		return action.Create(r.Context(), ri.namespace, ri.name, obj)
 	})
 }

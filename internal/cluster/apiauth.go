@@ -9,8 +9,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/svcnet/svcnet/internal/admission"
+	"github.com/svcnet/svcnet/internal/admission/noderestriction"
 	"github.com/svcnet/svcnet/internal/auth/authn"
 	"github.com/svcnet/svcnet/internal/auth/authz"
+	"github.com/svcnet/svcnet/internal/auth/bootstrappolicy"
+	"github.com/svcnet/svcnet/internal/auth/nodeauthorizer"
 	"github.com/svcnet/svcnet/internal/auth/rbac"
 	"github.com/svcnet/svcnet/internal/auth/serviceaccount"
 	saregistry "github.com/svcnet/svcnet/internal/registry/serviceaccount"
@@ -18,22 +22,29 @@ import (
 
 // Authorization modes, as kube-apiserver's --authorization-mode.
 const (
+	AuthorizationNode        = "Node"
 	AuthorizationRBAC        = "RBAC"
 	AuthorizationAlwaysAllow = "AlwaysAllow"
 )
 
+// DefaultAuthorizationModes are kubeadm's: the Node authorizer, then RBAC.
+var DefaultAuthorizationModes = []string{AuthorizationNode, AuthorizationRBAC}
+
 // apiAuth is who the API server lets do what: client certificates and
 // service account tokens authenticate; system:masters, then the modes'
 // authorizers, authorize. The RBAC policy and the objects tokens name are
-// read through informers on the server's loopback, as upstream's.
+// read through informers on the server's loopback, as upstream's. With
+// the Node authorizer comes the NodeRestriction admission plugin (as
+// kubeadm enables both).
 type apiAuth struct {
-	factory informers.SharedInformerFactory
-	rbac    *rbac.Authorizer
-	chain   authz.Authorizer
-	authn   *authn.Authenticator
-	tokens  *saregistry.Tokens
-	objects *serviceaccount.Cached
-	key     *serviceaccount.Key
+	factory   informers.SharedInformerFactory
+	rbac      *rbac.Authorizer
+	chain     authz.Authorizer
+	admission admission.Plugin
+	authn     *authn.Authenticator
+	tokens    *saregistry.Tokens
+	objects   *serviceaccount.Cached
+	key       *serviceaccount.Key
 }
 
 func newAPIAuth(caDir string, modes []string, loopback kubernetes.Interface) (*apiAuth, error) {
@@ -51,16 +62,25 @@ func newAPIAuth(caDir string, modes []string, loopback kubernetes.Interface) (*a
 	}
 	chain := authz.Union{authz.PrivilegedGroups{user.SystemPrivilegedGroup}}
 	if len(modes) == 0 {
-		modes = []string{AuthorizationRBAC}
+		modes = DefaultAuthorizationModes
 	}
 	for _, m := range modes {
 		switch m {
+		case AuthorizationNode:
+			core := factory.Core().V1()
+			pods := core.Pods().Informer()
+			if err := pods.AddIndexers(nodeauthorizer.Indexers); err != nil {
+				return nil, fmt.Errorf("node authorizer: %w", err)
+			}
+			chain = append(chain, &nodeauthorizer.Authorizer{Pods: pods.GetIndexer(),
+				Claims: core.PersistentVolumeClaims().Lister(), Rules: bootstrappolicy.NodeRules()})
+			a.admission = admission.Chain{noderestriction.New(core.Pods().Lister(), core.Nodes().Lister())}
 		case AuthorizationRBAC:
 			chain = append(chain, a.rbac)
 		case AuthorizationAlwaysAllow:
 			chain = append(chain, authz.AlwaysAllow{})
 		default:
-			return nil, fmt.Errorf("--authorization-mode %q: want %s or %s", m, AuthorizationRBAC, AuthorizationAlwaysAllow)
+			return nil, fmt.Errorf("--authorization-mode %q: want %s, %s or %s", m, AuthorizationNode, AuthorizationRBAC, AuthorizationAlwaysAllow)
 		}
 	}
 	a.chain = chain
@@ -87,7 +107,8 @@ func (a *apiAuth) start(ctx, wait context.Context) error {
 	a.factory.Start(ctx.Done())
 	p, core := a.factory.Rbac().V1(), a.factory.Core().V1()
 	for _, inf := range []cache.SharedIndexInformer{p.Roles().Informer(), p.RoleBindings().Informer(), p.ClusterRoles().Informer(),
-		p.ClusterRoleBindings().Informer(), core.ServiceAccounts().Informer(), core.Pods().Informer(), core.Nodes().Informer()} {
+		p.ClusterRoleBindings().Informer(), core.ServiceAccounts().Informer(), core.Pods().Informer(), core.Nodes().Informer(),
+		core.PersistentVolumeClaims().Informer()} {
 		if !cache.WaitForCacheSync(wait.Done(), inf.HasSynced) {
 			return fmt.Errorf("list for authentication and authorization: %w", wait.Err())
 		}

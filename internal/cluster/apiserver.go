@@ -79,8 +79,8 @@ type APIServerOptions struct {
 	// it may be a load balancer's.)
 	ServeAdvertised bool
 	AdvertiseNetNS  string
-	// AuthorizationModes are the authorizers asked in turn (RBAC,
-	// AlwaysAllow); empty means RBAC.
+	// AuthorizationModes are the authorizers asked in turn (Node, RBAC,
+	// AlwaysAllow); empty means DefaultAuthorizationModes.
 	AuthorizationModes []string
 	// EtcdQuotaBackendBytes is the embedded member's quota (0: etcd's 2
 	// GiB); RunMaintenance keeps it usable.
@@ -230,7 +230,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	}
 	srv, err := apiserver.New(apiserver.Config{
 		Store: store, Resources: set, OpenAPI: oapi, KubeletTLS: kubeletTLS,
-		Authenticator: auth.authn, Authorizer: auth.chain, Loopback: lb,
+		Authenticator: auth.authn, Authorizer: auth.chain, Admission: auth.admission, Loopback: lb,
 		Issuer: serviceaccount.Discovery(serviceaccount.DefaultIssuer, auth.key),
 		Version: version.Info{Major: "1", Minor: minorOf(KubernetesVersion), GitVersion: KubernetesVersion,
 			// As kube-apiserver's defaults: it emulates its own version and

@@ -98,12 +98,9 @@ func (cp *controlPlane) close() {
 	}
 }
 
-// staticPods are the control plane's mirror pods, for the node that
-// carries the control-plane label.
-func (cp *controlPlane) staticPods(n NodeOptions) []node.StaticPod {
-	if _, ok := n.Labels[controlPlaneLabel]; !ok {
-		return nil
-	}
+// staticPods are the control plane's mirror pods, for the control
+// plane's node.
+func (cp *controlPlane) staticPods() []node.StaticPod {
 	o := cp.api
 	apiCmd := []string{"svcnet", "apiserver", "--data-dir=" + o.DataDir}
 	var pods []node.StaticPod

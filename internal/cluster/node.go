@@ -52,8 +52,6 @@ type NodeOptions struct {
 	// ListenInNodeNamespace.
 	ListenAddress         string
 	ListenInNodeNamespace bool
-	// Labels are added to the Node's (the kubelet's --node-labels).
-	Labels map[string]string
 	// EvictionPressureTransitionPeriod is how long the node reports a
 	// pressure condition after its signal was last seen (default 5m).
 	EvictionPressureTransitionPeriod time.Duration
@@ -141,7 +139,6 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		ServiceRanges:            serviceRanges,
 		ListenAddress:            o.ListenAddress,
 		ListenInNodeNamespace:    o.ListenInNodeNamespace,
-		Labels:                   o.Labels,
 		ClusterDNS:               o.ClusterDNS,
 		ClusterDomain:            o.ClusterDomain,
 		PressureTransitionPeriod: o.EvictionPressureTransitionPeriod,

@@ -30,6 +30,8 @@ type readiness struct {
 	client kubernetes.Interface
 	// serviceAccount is set when the serviceaccount controller runs.
 	serviceAccount bool
+	// controlPlane is the node that must carry the control plane's label.
+	controlPlane string
 	// dns is the cluster DNS address ("" without the DNS add-on); name a
 	// name it must answer.
 	dns, name string
@@ -109,6 +111,9 @@ func (r *readiness) missing(ctx context.Context) string {
 		}
 		if !nodeReady(node) {
 			return "node " + n.name + " Ready"
+		}
+		if _, ok := node.Labels[controlPlaneLabel]; n.name == r.controlPlane && !ok {
+			return "node " + n.name + " labelled " + controlPlaneLabel
 		}
 	}
 	svcs, err := r.client.CoreV1().Services("").List(ctx, metav1.ListOptions{})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/addons"
 	"github.com/svcnet/svcnet/internal/allocator"
+	"github.com/svcnet/svcnet/internal/auth/nodeauthorizer"
 	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/controller/serviceaccount"
 	"github.com/svcnet/svcnet/internal/netns"
@@ -142,9 +143,9 @@ func Up(ctx context.Context, o UpOptions) error {
 	cm := o.ControllerManager
 	// As kubeadm's: the controller manager and the scheduler have
 	// identities of their own, and each controller its ServiceAccount.
-	cm.Kubeconfig, err = componentKubeconfig(&o.APIServer, a.URL, "controller-manager", "system:kube-controller-manager")
+	cm.Kubeconfig, err = componentKubeconfig(&o.APIServer, a.URL, o.APIServer.DataDir, "controller-manager", "system:kube-controller-manager")
 	if err == nil {
-		cm.SchedulerKubeconfig, err = componentKubeconfig(&o.APIServer, a.URL, "scheduler", "system:kube-scheduler")
+		cm.SchedulerKubeconfig, err = componentKubeconfig(&o.APIServer, a.URL, o.APIServer.DataDir, "scheduler", "system:kube-scheduler")
 	}
 	if err != nil {
 		stopAPI()
@@ -153,7 +154,14 @@ func Up(ctx context.Context, o UpOptions) error {
 	}
 	cm.UseServiceAccountCredentials = true
 	cm.ServiceAccountKeyFile = filepath.Join(o.APIServer.caDir(), "sa.key")
-	proxyKubeconfig, err := componentKubeconfig(&o.APIServer, a.URL, "kube-proxy", "system:kube-proxy")
+	proxyKubeconfig, err := componentKubeconfig(&o.APIServer, a.URL, o.APIServer.DataDir, "kube-proxy", "system:kube-proxy")
+	var admin kubernetes.Interface
+	if err == nil {
+		admin, err = adminClient(a.Kubeconfig)
+	}
+	if err == nil {
+		err = ensureNodePolicy(ctx, admin)
+	}
 	if err != nil {
 		stopAPI()
 		<-apiDone
@@ -169,14 +177,25 @@ func Up(ctx context.Context, o UpOptions) error {
 		return c.Wait()
 	})
 	run("node IPAM", func() error { return RunNodeIPAM(ctx, a.Kubeconfig, o.ClusterCIDR, 24) })
+	if plan.controlPlane != "" {
+		run("mark the control plane", func() error { return markControlPlane(ctx, admin, plan.controlPlane) })
+	}
 	ready := &readiness{dns: o.Node.ClusterDNS, name: "kubernetes.default.svc." + o.Node.ClusterDomain,
-		serviceAccount: cm.Runs(serviceaccount.ControllerName)}
+		serviceAccount: cm.Runs(serviceaccount.ControllerName), controlPlane: plan.controlPlane}
 	for _, n := range plan.nodes {
-		n.Kubeconfig, n.ProxyKubeconfig = a.Kubeconfig, proxyKubeconfig
+		// Each node is system:node:<name> in system:nodes.
+		if n.Kubeconfig, err = componentKubeconfig(&o.APIServer, a.URL, n.DataDir, "kubelet-client", nodeauthorizer.UserPrefix+n.NodeName, nodeauthorizer.Group); err != nil {
+			errs <- err
+			stop()
+			break
+		}
+		n.ProxyKubeconfig = proxyKubeconfig
 		p := &nodeProxy{name: n.NodeName, netns: netns.Path(n.NetNS)}
 		n.ProxySynced = p.synced
 		ready.nodes = append(ready.nodes, p)
-		n.StaticPods = cp.staticPods(n)
+		if n.NodeName == plan.controlPlane {
+			n.StaticPods = cp.staticPods()
+		}
 		run("node "+n.NodeName, func() error { return RunNode(ctx, n) })
 	}
 	if slices.Contains(o.Disable, addonCoreDNS) {
@@ -225,17 +244,16 @@ func applyAddons(ctx context.Context, a *APIServer, o UpOptions) error {
 	return nil
 }
 
-// componentKubeconfig writes <data dir>/<name>.conf (kubeadm's file
-// names) for a component's client certificate of user, issued by the
+// componentKubeconfig writes <dir>/<name>.conf (kubeadm's file names)
+// for a component's client certificate of user in groups, issued by the
 // cluster CA, and returns its path.
-func componentKubeconfig(o *APIServerOptions, url, name, user string) (string, error) {
-	dataDir := o.DataDir
+func componentKubeconfig(o *APIServerOptions, url, dataDir, name, user string, groups ...string) (string, error) {
 	dir := filepath.Join(dataDir, "pki")
 	ca, err := pki.LoadOrCreateCA(o.caDir())
 	if err != nil {
 		return "", err
 	}
-	pair, err := ca.Client(dir, name, user, nil)
+	pair, err := ca.Client(dir, name, user, groups)
 	if err != nil {
 		return "", err
 	}
@@ -262,6 +280,8 @@ type nodePlan struct {
 	nodes   []NodeOptions
 	network *nodenet.Network
 	noNodes string
+	// controlPlane is the node up labels as the control plane's.
+	controlPlane string
 }
 
 // planNodes lays out o.Nodes nodes, sets the API server's advertised
@@ -308,7 +328,7 @@ func planNodes(o *UpOptions) (*nodePlan, error) {
 			return nil, err
 		}
 		base.NodeIP = ip.String()
-		base.Labels = map[string]string{controlPlaneLabel: ""}
+		p.controlPlane = base.NodeName
 		p.nodes = []NodeOptions{base}
 		advertise(o, ip.String(), netns.Path(base.NetNS))
 		return p, nil
@@ -333,7 +353,7 @@ func planNodes(o *UpOptions) (*nodePlan, error) {
 		// Each node's kubelet server listens on the node's own address.
 		node.ListenAddress, node.ListenInNodeNamespace = net.JoinHostPort(n.IP.String(), kubeletPort), true
 		if i == 0 {
-			node.Labels = map[string]string{controlPlaneLabel: ""}
+			p.controlPlane = n.Name
 			advertise(o, n.IP.String(), n.NetNS)
 		}
 		p.nodes = append(p.nodes, node)

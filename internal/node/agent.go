@@ -68,8 +68,6 @@ type Config struct {
 	// each on its own address).
 	ListenAddress         string
 	ListenInNodeNamespace bool
-	// Labels are added to the Node's own (the kubelet's --node-labels).
-	Labels map[string]string
 	// PressureTransitionPeriod is the kubelet's
 	// --eviction-pressure-transition-period (default 5m).
 	PressureTransitionPeriod time.Duration
@@ -230,10 +228,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	if err != nil {
 		return err
 	}
-	volumesSynced, err := a.watchVolumeSources(all)
-	if err != nil {
-		return err
-	}
+	a.watchVolumeSources(ctx)
 	routes := &routeSync{agent: a, lister: nodes.Lister(), wake: make(chan struct{}, 1)}
 	nodesSynced, err := controller.Handle(nodes.Informer(), routes.handler())
 	if err != nil {
@@ -241,7 +236,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	}
 	podInformers.Start(ctx.Done())
 	all.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), podsSynced, nodesSynced, services.Informer().HasSynced, volumesSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), podsSynced, nodesSynced, services.Informer().HasSynced) {
 		return ctx.Err()
 	}
 	// Routes and masquerade are in place before this run starts a pod;
@@ -274,6 +269,8 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	<-ctx.Done()
 	wg.Wait()
 	a.wg.Wait()
+	a.volumes.configMaps.Wait()
+	a.volumes.secrets.Wait()
 	a.probes.stopAll()
 	if a.cfg.StopPodsOnExit {
 		// The API server may still be there (svcnet up stops it last).

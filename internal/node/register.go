@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"runtime"
 	"strings"
@@ -238,7 +237,6 @@ func (r *registration) labels() map[string]string {
 		"beta.kubernetes.io/os":   runtime.GOOS,
 		"beta.kubernetes.io/arch": runtime.GOARCH,
 	}
-	maps.Copy(l, r.agent.cfg.Labels)
 	return l
 }
 

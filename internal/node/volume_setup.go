@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,14 +16,16 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 
-	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/node/objectcache"
 	"github.com/svcnet/svcnet/internal/node/token"
 	"github.com/svcnet/svcnet/internal/node/volume"
+	"github.com/svcnet/svcnet/internal/podutil"
 )
 
 // Volumes, as the kubelet's volume manager prepares them: each pod volume
@@ -37,9 +40,12 @@ import (
 // unmounted when the pod goes.
 //
 // ConfigMap, Secret, downwardAPI and projected volumes are written with the
-// atomic writer on every sync of the pod: when an object changes (watched
-// through informers, which poke the pods that use it) and at least every
-// volumeResync.
+// atomic writer on every sync of the pod: when an object changes (each
+// watched on its own while a pod uses it, as the Node authorizer lets a
+// node read only those; a change pokes the pods that use it) and at least
+// every volumeResync. Claims and their volumes are read when a pod's
+// volumes are set up (the Node authorizer lets a node get them, not watch
+// them); a claim not bound yet is tried again after volumeRetry.
 
 const (
 	// volumeResync re-projects a pod's ConfigMap, Secret and downward API
@@ -52,10 +58,8 @@ const (
 // volumeManager reads the objects volumes project and remembers which
 // pods' volumes are set up.
 type volumeManager struct {
-	configMaps corelisters.ConfigMapLister
-	secrets    corelisters.SecretLister
-	claims     corelisters.PersistentVolumeClaimLister
-	pvs        corelisters.PersistentVolumeLister
+	configMaps, secrets *objectcache.Cache
+	client              kubernetes.Interface
 	// pvDir holds the directories of PVs with no path of their own.
 	pvDir string
 	// tokens are the service account tokens projections hold.
@@ -67,94 +71,54 @@ type volumeManager struct {
 	failed map[types.UID]error
 }
 
-// watchVolumeSources starts watching what volumes project and pokes the
-// pods that use an object when it changes.
-func (a *Agent) watchVolumeSources(f informers.SharedInformerFactory) (cache.InformerSynced, error) {
-	cms, secrets := f.Core().V1().ConfigMaps(), f.Core().V1().Secrets()
-	claims, pvs := f.Core().V1().PersistentVolumeClaims(), f.Core().V1().PersistentVolumes()
+// watchVolumeSources prepares the watches of what volumes project; each
+// change pokes the pods that use the object.
+func (a *Agent) watchVolumeSources(ctx context.Context) {
+	core := a.client.CoreV1()
 	a.volumes = &volumeManager{
-		configMaps: cms.Lister(), secrets: secrets.Lister(), claims: claims.Lister(), pvs: pvs.Lister(),
+		client: a.client,
+		configMaps: objectcache.New(ctx, objectcache.Source{
+			Resource: corev1.Resource("configmap"), Object: &corev1.ConfigMap{},
+			List: func(ctx context.Context, ns string, o metav1.ListOptions) (runtime.Object, error) {
+				return core.ConfigMaps(ns).List(ctx, o)
+			},
+			Watch: func(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
+				return core.ConfigMaps(ns).Watch(ctx, o)
+			},
+			Get: func(ctx context.Context, ns, name string) (runtime.Object, error) {
+				return core.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+			},
+			Client: a.client,
+		}, a.volumeSourceChanged(podutil.VolumeConfigMaps)),
+		secrets: objectcache.New(ctx, objectcache.Source{
+			Resource: corev1.Resource("secret"), Object: &corev1.Secret{},
+			List: func(ctx context.Context, ns string, o metav1.ListOptions) (runtime.Object, error) {
+				return core.Secrets(ns).List(ctx, o)
+			},
+			Watch: func(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
+				return core.Secrets(ns).Watch(ctx, o)
+			},
+			Get: func(ctx context.Context, ns, name string) (runtime.Object, error) {
+				return core.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+			},
+			Client: a.client,
+		}, a.volumeSourceChanged(podutil.VolumeSecrets)),
 		pvDir:  filepath.Join(a.cfg.DataDir, "pv"),
 		tokens: token.New(a.client),
 		failed: map[types.UID]error{},
 	}
-	var synced []cache.InformerSynced
-	for _, inf := range []cache.SharedIndexInformer{cms.Informer(), secrets.Informer(), claims.Informer(), pvs.Informer()} {
-		s, err := controller.Handle(inf, cache.ResourceEventHandlerFuncs{
-			AddFunc:    a.volumeSourceChanged,
-			UpdateFunc: func(_, obj any) { a.volumeSourceChanged(obj) },
-			DeleteFunc: a.volumeSourceChanged,
-		})
-		if err != nil {
-			return nil, err
-		}
-		synced = append(synced, s)
-	}
-	return func() bool {
-		for _, s := range synced {
-			if !s() {
-				return false
-			}
-		}
-		return true
-	}, nil
 }
 
-// volumeSourceChanged pokes the pods whose volumes read obj.
-func (a *Agent) volumeSourceChanged(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	var uses func(*corev1.Pod) bool
-	switch o := obj.(type) {
-	case *corev1.ConfigMap:
-		uses = func(p *corev1.Pod) bool {
-			return p.Namespace == o.Namespace && slices.Contains(volumeObjects(p, "configmap"), o.Name)
-		}
-	case *corev1.Secret:
-		uses = func(p *corev1.Pod) bool {
-			return p.Namespace == o.Namespace && slices.Contains(volumeObjects(p, "secret"), o.Name)
-		}
-	case *corev1.PersistentVolumeClaim:
-		uses = func(p *corev1.Pod) bool {
-			return p.Namespace == o.Namespace && slices.Contains(volumeObjects(p, "claim"), o.Name)
-		}
-	case *corev1.PersistentVolume:
-		uses = func(p *corev1.Pod) bool { return len(volumeObjects(p, "claim")) > 0 }
-	default:
-		return
-	}
-	for _, p := range listPods(a.podLister) {
-		if uses(p) {
-			a.podChanged(p)
-		}
-	}
-}
-
-// volumeObjects names the ConfigMaps ("configmap"), Secrets ("secret") or
-// claims ("claim") the pod's volumes read.
-func volumeObjects(pod *corev1.Pod, kind string) []string {
-	var names []string
-	for _, v := range pod.Spec.Volumes {
-		switch {
-		case kind == "configmap" && v.ConfigMap != nil:
-			names = append(names, v.ConfigMap.Name)
-		case kind == "secret" && v.Secret != nil:
-			names = append(names, v.Secret.SecretName)
-		case kind == "claim" && v.PersistentVolumeClaim != nil:
-			names = append(names, v.PersistentVolumeClaim.ClaimName)
-		case v.Projected != nil:
-			for _, s := range v.Projected.Sources {
-				if kind == "configmap" && s.ConfigMap != nil {
-					names = append(names, s.ConfigMap.Name)
-				}
-				if kind == "secret" && s.Secret != nil {
-					names = append(names, s.Secret.Name)
-				}
+// volumeSourceChanged pokes the pods whose volumes (named by uses) read
+// the object.
+func (a *Agent) volumeSourceChanged(uses func(*corev1.Pod) []string) func(ns, name string) {
+	return func(ns, name string) {
+		for _, p := range listPods(a.podLister) {
+			if p.Namespace == ns && slices.Contains(uses(p), name) {
+				a.podChanged(p)
 			}
 		}
 	}
-	return names
 }
 
 // Volume plugin directory names, as the kubelet's.
@@ -186,6 +150,8 @@ func (e *claimError) Error() string {
 // FailedMount event for each that fails; it returns when the pod wants
 // its next sync for its volumes' sake.
 func (a *Agent) setUpVolumes(pod *corev1.Pod) time.Duration {
+	a.volumes.configMaps.Register(pod.UID, pod.Namespace, podutil.VolumeConfigMaps(pod))
+	a.volumes.secrets.Register(pod.UID, pod.Namespace, podutil.VolumeSecrets(pod))
 	var errs []error
 	refresh := false
 	for i := range pod.Spec.Volumes {
@@ -258,7 +224,7 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 		}
 		return checkHostPath(path, t)
 	case src.ConfigMap != nil:
-		cm, err := a.volumes.configMap(pod.Namespace, src.ConfigMap.Name, optional(src.ConfigMap.Optional))
+		cm, err := a.volumes.configMap(a.runCtx, pod.Namespace, src.ConfigMap.Name, optional(src.ConfigMap.Optional))
 		if err != nil {
 			return err
 		}
@@ -269,7 +235,7 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 		_, err = volume.Write(a.volumeDir(pod.UID, pluginConfigMap, v.Name), files)
 		return err
 	case src.Secret != nil:
-		sec, err := a.volumes.secret(pod.Namespace, src.Secret.SecretName, optional(src.Secret.Optional))
+		sec, err := a.volumes.secret(a.runCtx, pod.Namespace, src.Secret.SecretName, optional(src.Secret.Optional))
 		if err != nil {
 			return err
 		}
@@ -298,14 +264,14 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 				s.Tokens[t.Path] = b
 			}
 			if p.ConfigMap != nil {
-				if cm, err := a.volumes.configMap(pod.Namespace, p.ConfigMap.Name, true); err != nil {
+				if cm, err := a.volumes.configMap(a.runCtx, pod.Namespace, p.ConfigMap.Name, true); err != nil {
 					return err
 				} else if cm != nil {
 					s.ConfigMaps[cm.Name] = cm
 				}
 			}
 			if p.Secret != nil {
-				if sec, err := a.volumes.secret(pod.Namespace, p.Secret.Name, true); err != nil {
+				if sec, err := a.volumes.secret(a.runCtx, pod.Namespace, p.Secret.Name, true); err != nil {
 					return err
 				} else if sec != nil {
 					s.Secrets[sec.Name] = sec
@@ -323,26 +289,33 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 
 // configMap reads a ConfigMap from the cache: nil when it does not exist
 // and the volume is optional, else upstream's not-found error.
-func (m *volumeManager) configMap(ns, name string, opt bool) (*corev1.ConfigMap, error) {
-	cm, err := m.configMaps.ConfigMaps(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		if opt {
-			return nil, nil
-		}
-		return nil, apierrors.NewNotFound(corev1.Resource("configmap"), name)
+func (m *volumeManager) configMap(ctx context.Context, ns, name string, opt bool) (*corev1.ConfigMap, error) {
+	obj, err := cached(ctx, m.configMaps, ns, name, opt)
+	if obj == nil {
+		return nil, err
 	}
-	return cm, err
+	return obj.(*corev1.ConfigMap), nil
 }
 
-func (m *volumeManager) secret(ns, name string, opt bool) (*corev1.Secret, error) {
-	sec, err := m.secrets.Secrets(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		if opt {
-			return nil, nil
-		}
-		return nil, apierrors.NewNotFound(corev1.Resource("secret"), name)
+func (m *volumeManager) secret(ctx context.Context, ns, name string, opt bool) (*corev1.Secret, error) {
+	obj, err := cached(ctx, m.secrets, ns, name, opt)
+	if obj == nil {
+		return nil, err
 	}
-	return sec, err
+	return obj.(*corev1.Secret), nil
+}
+
+// cached reads an object from c: nil and no error when it does not exist
+// and opt says that is fine.
+func cached(ctx context.Context, c *objectcache.Cache, ns, name string, opt bool) (runtime.Object, error) {
+	obj, err := c.Get(ctx, ns, name)
+	switch {
+	case apierrors.IsNotFound(err) && opt:
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return obj, nil
 }
 
 // downwardValue resolves the pod's downward API items.
@@ -364,7 +337,7 @@ func (a *Agent) downwardValue(pod *corev1.Pod) volume.FieldValue {
 // claimPath is where a bound claim's volume lives on the node, with the
 // type its PersistentVolume's hostPath asks for.
 func (a *Agent) claimPath(pod *corev1.Pod, name string) (string, *corev1.HostPathType, error) {
-	claim, err := a.volumes.claims.PersistentVolumeClaims(pod.Namespace).Get(name)
+	claim, err := a.volumes.client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(a.runCtx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", nil, &claimError{pod: pod, claim: name, err: fmt.Errorf("failed to fetch PVC from API server: %w", err)}
 	}
@@ -374,7 +347,7 @@ func (a *Agent) claimPath(pod *corev1.Pod, name string) (string, *corev1.HostPat
 	if claim.Status.Phase != corev1.ClaimBound || claim.Spec.VolumeName == "" {
 		return "", nil, &claimError{pod: pod, claim: name, err: errors.New("PVC is not bound")}
 	}
-	pv, err := a.volumes.pvs.Get(claim.Spec.VolumeName)
+	pv, err := a.volumes.client.CoreV1().PersistentVolumes().Get(a.runCtx, claim.Spec.VolumeName, metav1.GetOptions{})
 	if err != nil {
 		return "", nil, &claimError{pod: pod, claim: name, err: fmt.Errorf("failed to fetch PV %s from API server: %w", claim.Spec.VolumeName, err)}
 	}
@@ -506,6 +479,8 @@ func (a *Agent) tearDownVolumes(uid string) error {
 		delete(a.volumes.failed, types.UID(uid))
 		a.volumes.mu.Unlock()
 		a.volumes.tokens.Forget(types.UID(uid))
+		a.volumes.configMaps.Unregister(types.UID(uid))
+		a.volumes.secrets.Unregister(types.UID(uid))
 	}
 	dirs, err := filepath.Glob(filepath.Join(a.rt.podDir(uid), "volumes", "*", "*"))
 	if err != nil {

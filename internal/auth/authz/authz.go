@@ -40,6 +40,9 @@ type Attributes struct {
 	ResourceRequest bool
 	// Of a resource request.
 	Namespace, APIGroup, APIVersion, Resource, Subresource, Name string
+	// FieldSelector is a list's or watch's field selector, if it has a
+	// valid one (the Node authorizer lets a node list its own pods).
+	FieldSelector fields.Selector
 	// Of a non-resource request.
 	Path string
 }
@@ -181,6 +184,7 @@ func RequestAttributes(r *http.Request, u user.Info) Attributes {
 		}
 		if fs := q.Get("fieldSelector"); fs != "" {
 			if sel, err := fields.ParseSelector(fs); err == nil {
+				a.FieldSelector = sel
 				if name, ok := sel.RequiresExactMatch("metadata.name"); ok && !strings.ContainsAny(name, "/%") && name != "." && name != ".." {
 					a.Name = name
 				}

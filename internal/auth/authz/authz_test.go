@@ -11,26 +11,32 @@ func TestRequestAttributes(t *testing.T) {
 	for _, c := range []struct {
 		method, url string
 		want        Attributes
+		selector    string
 	}{
-		{"GET", "/api/v1/namespaces/ns/pods", Attributes{Verb: "list", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "pods"}},
-		{"GET", "/api/v1/namespaces/ns/pods?watch=true", Attributes{Verb: "watch", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "pods"}},
-		{"GET", "/api/v1/watch/namespaces/ns/pods", Attributes{Verb: "watch", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "pods"}},
-		{"GET", "/api/v1/namespaces/ns/pods/web/log", Attributes{Verb: "get", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "pods", Name: "web", Subresource: "log"}},
-		{"GET", "/api/v1/namespaces/ns/pods?fieldSelector=metadata.name%3Dweb", Attributes{Verb: "list", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "pods", Name: "web"}},
-		{"DELETE", "/apis/apps/v1/namespaces/ns/deployments", Attributes{Verb: "deletecollection", ResourceRequest: true, APIGroup: "apps", APIVersion: "v1", Namespace: "ns", Resource: "deployments"}},
-		{"PUT", "/api/v1/namespaces/ns/finalize", Attributes{Verb: "update", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "namespaces", Name: "ns", Subresource: "finalize"}},
-		{"GET", "/api/v1/namespaces/ns", Attributes{Verb: "get", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "namespaces", Name: "ns"}},
-		{"POST", "/apis/example.com/v1/widgets", Attributes{Verb: "create", ResourceRequest: true, APIGroup: "example.com", APIVersion: "v1", Resource: "widgets"}},
-		{"GET", "/apis/apps", Attributes{Verb: "get", Path: "/apis/apps"}},
-		{"GET", "/healthz", Attributes{Verb: "get", Path: "/healthz"}},
+		{"GET", "/api/v1/namespaces/ns/pods", Attributes{Verb: "list", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "pods"}, ""},
+		{"GET", "/api/v1/namespaces/ns/pods?watch=true", Attributes{Verb: "watch", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "pods"}, ""},
+		{"GET", "/api/v1/watch/namespaces/ns/pods", Attributes{Verb: "watch", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "pods"}, ""},
+		{"GET", "/api/v1/namespaces/ns/pods/web/log", Attributes{Verb: "get", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "pods", Name: "web", Subresource: "log"}, ""},
+		{"GET", "/api/v1/namespaces/ns/pods?fieldSelector=metadata.name%3Dweb", Attributes{Verb: "list", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "pods", Name: "web"}, "metadata.name=web"},
+		{"GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1&watch=1", Attributes{Verb: "watch", ResourceRequest: true, APIVersion: "v1", Resource: "pods"}, "spec.nodeName=n1"},
+		{"DELETE", "/apis/apps/v1/namespaces/ns/deployments", Attributes{Verb: "deletecollection", ResourceRequest: true, APIGroup: "apps", APIVersion: "v1", Namespace: "ns", Resource: "deployments"}, ""},
+		{"PUT", "/api/v1/namespaces/ns/finalize", Attributes{Verb: "update", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "namespaces", Name: "ns", Subresource: "finalize"}, ""},
+		{"GET", "/api/v1/namespaces/ns", Attributes{Verb: "get", ResourceRequest: true, APIVersion: "v1", Namespace: "ns", Resource: "namespaces", Name: "ns"}, ""},
+		{"POST", "/apis/example.com/v1/widgets", Attributes{Verb: "create", ResourceRequest: true, APIGroup: "example.com", APIVersion: "v1", Resource: "widgets"}, ""},
+		{"GET", "/apis/apps", Attributes{Verb: "get", Path: "/apis/apps"}, ""},
+		{"GET", "/healthz", Attributes{Verb: "get", Path: "/healthz"}, ""},
 	} {
 		got := RequestAttributes(httptest.NewRequest(c.method, c.url, nil), nil)
 		if !c.want.ResourceRequest {
 			got.Path = c.want.Path
 		}
 		c.want.Path = got.Path
-		if got != c.want {
-			t.Errorf("%s %s:\n got %+v\nwant %+v", c.method, c.url, got, c.want)
+		selector := ""
+		if got.FieldSelector != nil {
+			selector, got.FieldSelector = got.FieldSelector.String(), nil
+		}
+		if got != c.want || selector != c.selector {
+			t.Errorf("%s %s:\n got %+v (selector %q)\nwant %+v (selector %q)", c.method, c.url, got, selector, c.want, c.selector)
 		}
 	}
 }

@@ -218,6 +218,10 @@ func editRules() []spec {
 
 // nodeRules are the kubelet's; the Node authorizer and the NodeRestriction
 // admission plugin narrow most of them to the node's own objects.
+// NodeRules are the rules of system:node, which the Node authorizer grants
+// every node beside what its graph of pods allows (upstream's NodeRules).
+func NodeRules() []rbacv1.PolicyRule { return rules(nodeRules()...) }
+
 func nodeRules() []spec {
 	return []spec{
 		rule("create").groups(authn).resources("tokenreviews"),

@@ -1,0 +1,98 @@
+package nodeauthorizer
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apiserver/pkg/authentication/user"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet/svcnet/internal/auth/authz"
+	"github.com/svcnet/svcnet/internal/auth/bootstrappolicy"
+)
+
+func TestAuthorize(t *testing.T) {
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, Indexers)
+	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, p := range []*corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "web-sa",
+			Volumes: []corev1.Volume{
+				{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls"}}},
+				{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
+			},
+			Containers: []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "env"}}}}}}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"}, Spec: corev1.PodSpec{NodeName: "n2",
+			Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db-pw"}}}}}},
+	} {
+		if err := pods.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := claims.Add(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	z := &Authorizer{Pods: pods, Claims: corelisters.NewPersistentVolumeClaimLister(claims), Rules: bootstrappolicy.NodeRules()}
+	n1 := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
+	res := func(verb, ns, resource, name string) authz.Attributes {
+		return authz.Attributes{User: n1, Verb: verb, ResourceRequest: true, APIVersion: "v1", Namespace: ns, Resource: resource, Name: name}
+	}
+	sub := func(a authz.Attributes, s string) authz.Attributes { a.Subresource = s; return a }
+	group := func(a authz.Attributes, g string) authz.Attributes { a.APIGroup = g; return a }
+	selected := func(a authz.Attributes, sel string) authz.Attributes {
+		a.FieldSelector = fields.ParseSelectorOrDie(sel)
+		return a
+	}
+	noRelation := "no relationship found between node 'n1' and this object"
+	for _, c := range []struct {
+		name   string
+		a      authz.Attributes
+		want   authz.Decision
+		reason string
+	}{
+		{"its pod's secret", res("get", "ns", "secrets", "tls"), authz.Allow, ""},
+		{"its pod's secret, watched alone", res("watch", "ns", "secrets", "tls"), authz.Allow, ""},
+		{"another node's pod's secret", res("get", "ns", "secrets", "db-pw"), authz.NoOpinion, noRelation},
+		{"every secret", res("list", "ns", "secrets", ""), authz.NoOpinion, "No Object name found"},
+		{"writing a secret", res("update", "ns", "secrets", "tls"), authz.NoOpinion, "can only read resources of this type"},
+		{"an env ConfigMap", res("get", "ns", "configmaps", "env"), authz.Allow, ""},
+		{"its pod's claim", res("get", "ns", "persistentvolumeclaims", "data"), authz.Allow, ""},
+		{"watching claims", res("watch", "ns", "persistentvolumeclaims", "data"), authz.NoOpinion, "can only get individual resources of this type"},
+		{"the claim's volume", res("get", "", "persistentvolumes", "pv-1"), authz.Allow, ""},
+		{"another volume", res("get", "", "persistentvolumes", "pv-2"), authz.NoOpinion, noRelation},
+		{"a token for its pod's account", sub(res("create", "ns", "serviceaccounts", "web-sa"), "token"), authz.Allow, ""},
+		{"a token for another account", sub(res("create", "ns", "serviceaccounts", "default"), "token"), authz.NoOpinion, noRelation},
+		{"its pods", selected(res("watch", "", "pods", ""), "spec.nodeName=n1"), authz.Allow, ""},
+		{"another node's pods", selected(res("list", "", "pods", ""), "spec.nodeName=n2"), authz.NoOpinion, "can only list/watch pods with spec.nodeName field selector"},
+		{"its pod", res("get", "ns", "pods", "web"), authz.Allow, ""},
+		{"another node's pod", res("get", "ns", "pods", "db"), authz.NoOpinion, noRelation},
+		{"pod status", sub(res("patch", "ns", "pods", "db"), "status"), authz.Allow, ""},
+		{"its Node", res("get", "", "nodes", "n1"), authz.Allow, ""},
+		{"every Node", res("list", "", "nodes", ""), authz.NoOpinion, "node 'n1' cannot read all nodes, only its own Node object"},
+		{"another Node", res("get", "", "nodes", "n2"), authz.NoOpinion, "node 'n1' cannot read 'n2', only its own Node object"},
+		{"its Lease", group(res("update", "kube-node-lease", "leases", "n1"), "coordination.k8s.io"), authz.Allow, ""},
+		{"another Lease", group(res("update", "kube-node-lease", "leases", "n2"), "coordination.k8s.io"), authz.NoOpinion, "can only access node lease with the same name as the requesting node"},
+		{"a Lease elsewhere", group(res("get", "default", "leases", "n1"), "coordination.k8s.io"), authz.NoOpinion, `can only access leases in the "kube-node-lease" system namespace`},
+		{"Services (a static rule)", res("watch", "", "services", ""), authz.Allow, ""},
+		{"Deployments", group(res("list", "", "deployments", ""), "apps"), authz.NoOpinion, ""},
+	} {
+		d, reason, err := z.Authorize(context.Background(), c.a)
+		if err != nil || d != c.want || reason != c.reason {
+			t.Errorf("%s: %v %q %v, want %v %q", c.name, d, reason, err, c.want, c.reason)
+		}
+	}
+
+	jane := res("get", "ns", "secrets", "tls")
+	jane.User = &user.DefaultInfo{Name: "jane"}
+	if d, _, _ := z.Authorize(context.Background(), jane); d != authz.NoOpinion {
+		t.Errorf("a user who is no node: %v", d)
+	}
+	nameless := res("get", "ns", "secrets", "tls")
+	nameless.User = &user.DefaultInfo{Name: "system:node:", Groups: []string{"system:nodes"}}
+	if d, reason, _ := z.Authorize(context.Background(), nameless); d != authz.NoOpinion || reason != `unknown node for user "system:node:"` {
+		t.Errorf("a node without a name: %v %q", d, reason)
+	}
+}
