@@ -46,9 +46,9 @@ const (
 
 // Resource is one served resource.
 type Resource struct {
-	GVK          schema.GroupVersionKind // e.g. apps/v1 Deployment
-	Plural       string                  // "deployments"
-	Namespaced   bool
+	GVK        schema.GroupVersionKind // e.g. apps/v1 Deployment
+	Plural     string                  // "deployments"
+	Namespaced bool
 	// Subresources are "scale" (of autoscaling/v1 Scale) and those of
 	// the kind itself ("status", "approval").
 	Subresources []string
