@@ -156,6 +156,10 @@ rules:
 	if life, ago := cert.NotAfter.Sub(cert.NotBefore), time.Since(cert.NotBefore); life != 24*time.Hour || ago < 5*time.Minute || ago > 6*time.Minute {
 		t.Errorf("certificate from %s (%s ago) lives %s, want a day from 5 minutes ago", cert.NotBefore, ago, life)
 	}
+	// Issued by the controller's own identity, as upstream's.
+	if sa := c.must("get", "serviceaccount", "certificate-controller", "-n", "kube-system", "-o", "name"); strings.TrimSpace(sa) != "serviceaccount/certificate-controller" {
+		t.Errorf("the CSR controllers' ServiceAccount: %q", sa)
+	}
 	jane := []string{"--kubeconfig", c.kubeconfigOf("jane", certPEM, key)}
 	if out := c.must(append(jane, "auth", "whoami")...); !strings.Contains(out, "jane") || !strings.Contains(out, "[dev system:authenticated]") {
 		t.Errorf("whoami with the issued certificate:\n%s", out)
