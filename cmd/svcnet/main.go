@@ -48,6 +48,7 @@ func apiServerFlags(cmd *cobra.Command) *cluster.APIServerOptions {
 	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", cluster.DefaultServiceClusterIPRange, "CIDR (or two, comma-separated, one per IP family) Service cluster IPs are allocated from")
 	f.StringVar(&o.ServiceNodePortRange, "service-node-port-range", cluster.DefaultServiceNodePortRange, "port range NodePort Services are allocated from")
 	f.StringSliceVar(&o.AuthorizationModes, "authorization-mode", []string{cluster.AuthorizationRBAC}, "authorizers asked in turn about each request: RBAC, or AlwaysAllow (as kube-apiserver's; members of system:masters may do anything either way)")
+	f.BoolVar(&o.EnableBootstrapTokenAuth, "enable-bootstrap-token-auth", false, "allow bootstrap tokens (Secrets of type bootstrap.kubernetes.io/token in kube-system) to authenticate, as kube-apiserver's (up: on)")
 	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "address listed in the kubernetes Service's endpoints (default: the bind address; up: the control-plane node's IP, where it also serves)")
 	f.StringVar(&o.EncryptionProviderConfig, "encryption-provider-config", "", "the file containing configuration for encryption providers to be used for storing secrets (or other resources) in etcd: an apiserver.config.k8s.io/v1 EncryptionConfiguration, as kube-apiserver's (aescbc, aesgcm, secretbox, identity; not kms)")
 	return o
@@ -79,6 +80,10 @@ func upCommand() *cobra.Command {
 	}
 	o := &cluster.UpOptions{}
 	api := apiServerFlags(cmd)
+	// As kubeadm's kube-apiserver: joining nodes authenticate with
+	// bootstrap tokens.
+	api.EnableBootstrapTokenAuth = true
+	cmd.Flags().Lookup("enable-bootstrap-token-auth").DefValue = "true"
 	cmd.Flags().BoolVar(&api.EncryptSecrets, "encrypt-secrets", false, "encrypt Secrets in etcd with an aescbc key generated once into <data-dir>/pki/encryption-config.yaml (not with --encryption-provider-config)")
 	cm := controllerManagerFlags(cmd)
 	f := cmd.Flags()

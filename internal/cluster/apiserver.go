@@ -79,6 +79,10 @@ type APIServerOptions struct {
 	// it may be a load balancer's.)
 	ServeAdvertised bool
 	AdvertiseNetNS  string
+	// EnableBootstrapTokenAuth is kube-apiserver's
+	// --enable-bootstrap-token-auth: bootstrap tokens (Secrets of type
+	// bootstrap.kubernetes.io/token in kube-system) authenticate.
+	EnableBootstrapTokenAuth bool
 	// AuthorizationModes are the authorizers asked in turn (RBAC,
 	// AlwaysAllow); empty means RBAC.
 	AuthorizationModes []string
@@ -202,7 +206,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		return nil, fmt.Errorf("loopback client: %w", err)
 	}
 	a.loopback = loopback
-	auth, err := newAPIAuth(o.caDir(), o.AuthorizationModes, loopback)
+	auth, err := newAPIAuth(o.caDir(), o.AuthorizationModes, o.EnableBootstrapTokenAuth, loopback)
 	if err != nil {
 		a.stopStorage()
 		return nil, err
