@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -87,6 +88,8 @@ func upCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&api.EncryptSecrets, "encrypt-secrets", false, "encrypt Secrets in etcd with an aescbc key generated once into <data-dir>/pki/encryption-config.yaml (not with --encryption-provider-config)")
 	cm := controllerManagerFlags(cmd)
 	f := cmd.Flags()
+	cm.Controllers = cluster.UpControllers
+	f.Lookup("controllers").DefValue = "[" + strings.Join(cluster.UpControllers, ",") + "]"
 	nodeFlags(f, &o.Node, "127.0.0.1:10250")
 	f.IntVar(&o.Nodes, "nodes", 1, "node agents to run: 0 for the control plane alone; 1 in up's own network namespace (or --netns); more each in a network namespace of its own, NAME-1 to NAME-N after --node-name, on a bridge svcnet-nodes in up's namespace")
 	f.StringVar(&o.NodeNetwork, "node-network", nodenet.DefaultCIDR, "with --nodes N: the nodes' network; up holds its first address, node i the i+1-th")

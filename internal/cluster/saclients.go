@@ -13,6 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/svcnet/svcnet/internal/controller/bootstrapsigner"
+	"github.com/svcnet/svcnet/internal/controller/tokencleaner"
 )
 
 // controllerServiceAccounts are the kube-system ServiceAccounts the
@@ -34,6 +37,8 @@ var controllerServiceAccounts = map[string]string{
 	"node-lifecycle-controller":                "node-controller",
 	"taint-eviction-controller":                "node-controller",
 	"node-ipam-controller":                     "node-controller",
+	bootstrapsigner.ControllerName:             bootstrapsigner.ServiceAccount,
+	tokencleaner.ControllerName:                tokencleaner.ServiceAccount,
 }
 
 // saTokenExpiration is how long the controllers' tokens live, as
