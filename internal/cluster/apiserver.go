@@ -133,6 +133,9 @@ type APIServer struct {
 	Kubeconfig string
 	// URL is the server's https URL.
 	URL string
+	// AdvertiseURL is the https URL of its advertised address, the one
+	// other machines reach it at (cluster-info's).
+	AdvertiseURL string
 	// Started is when the API server started serving.
 	Started time.Time
 
@@ -326,6 +329,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	for i, ln := range lns {
 		addrs[i] = ln.Addr().String()
 	}
+	a.AdvertiseURL = "https://" + net.JoinHostPort(advertise.String(), port)
 	a.Started = time.Now()
 	slog.Info("API server serving", "url", a.URL, "addresses", addrs, "etcd", strings.Join(endpoints, ","), "version", KubernetesVersion)
 	return a, nil
