@@ -36,6 +36,7 @@ inputs=(
 	k8s.io/api/rbac/v1
 	k8s.io/api/authentication/v1
 	k8s.io/api/authorization/v1
+	k8s.io/api/certificates/v1
 	k8s.io/apimachinery/pkg/apis/meta/v1
 	k8s.io/apimachinery/pkg/runtime
 	k8s.io/apimachinery/pkg/util/intstr

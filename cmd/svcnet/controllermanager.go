@@ -51,6 +51,7 @@ func controllerManagerFlags(cmd *cobra.Command) *cluster.ControllerManagerOption
 	f.IntVar(&o.ReplicaSet.Workers, "concurrent-replicaset-syncs", o.ReplicaSet.Workers, "ReplicaSets synced at once")
 	f.IntVar(&o.Deployment.Workers, "concurrent-deployment-syncs", o.Deployment.Workers, "Deployments synced at once")
 	f.IntVar(&o.StatefulSet.Workers, "concurrent-statefulset-syncs", o.StatefulSet.Workers, "StatefulSets synced at once")
+	f.DurationVar(&o.CSRSigning.Duration, "cluster-signing-duration", o.CSRSigning.Duration, "the longest certificate the signing controller issues; a CertificateSigningRequest may ask for a shorter one with spec.expirationSeconds")
 	return &o
 }
 
@@ -66,6 +67,8 @@ func controllerManagerCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", false, "run each controller as its own kube-system ServiceAccount, as kubeadm does (the kubeconfig's user needs system:kube-controller-manager's rights)")
 	cmd.Flags().StringVar(&o.SchedulerKubeconfig, "scheduler-kubeconfig", "", "kubeconfig of the scheduler's identity (default: --kubeconfig)")
 	cmd.Flags().StringVar(&o.RootCAFile, "root-ca-file", "", "PEM CA bundle published as ca.crt of every namespace's kube-root-ca.crt ConfigMap (default: the kubeconfig's CA)")
+	cmd.Flags().StringVar(&o.CSRSigning.CertFile, "cluster-signing-cert-file", "", "PEM CA certificate the signing controller issues the certificates of approved CertificateSigningRequests with (empty, or no key file, disables it)")
+	cmd.Flags().StringVar(&o.CSRSigning.KeyFile, "cluster-signing-key-file", "", "PEM private key of --cluster-signing-cert-file")
 	cmd.Flags().StringVar(&o.ServiceAccountKeyFile, "service-account-private-key-file", "", "PEM RSA private key the serviceaccount-token-controller signs legacy service account tokens with (empty disables it)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		klog.SetSlogLogger(slog.Default())

@@ -60,6 +60,9 @@ func subresourcesOf(r *registry.Resource) []subresource {
 		a := r.Actions[name]
 		out = append(out, subresource{name: name, kind: a.Kind, verbs: []string{"create"}})
 	}
+	for _, name := range slices.Sorted(maps.Keys(r.Subresources)) {
+		out = append(out, subresource{name: name, kind: schema.GroupVersionKind{Kind: r.Kind.Kind}, verbs: []string{"get", "patch", "update"}})
+	}
 	if r.Status {
 		out = append(out, subresource{name: "status", kind: schema.GroupVersionKind{Kind: r.Kind.Kind}, verbs: []string{"get", "patch", "update"}})
 	}

@@ -310,7 +310,7 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 		if err != nil {
 			return nil, false, err
 		}
-		next, conditional, err := s.prepareUpdate(res, ns, name, sub, cur, desired, o)
+		next, conditional, err := s.prepareUpdate(ctx, res, ns, name, sub, cur, desired, o)
 		if err != nil {
 			return nil, false, err
 		}
@@ -359,9 +359,10 @@ func finalized(obj runtime.Object) bool {
 	return a.GetDeletionTimestamp() != nil && len(a.GetFinalizers()) == 0 && !pendingNamespace(obj)
 }
 
-// prepareUpdate applies the metadata rules and the strategy to desired. It
-// returns nil when the write would change nothing.
-func (s *Server) prepareUpdate(res *registry.Resource, ns, name, sub string, cur, desired runtime.Object, o writeOptions) (runtime.Object, bool, error) {
+// prepareUpdate applies the metadata rules and the strategy to desired, and
+// the strategy's admission with the writer in ctx. It returns nil when the
+// write would change nothing.
+func (s *Server) prepareUpdate(ctx context.Context, res *registry.Resource, ns, name, sub string, cur, desired runtime.Object, o writeOptions) (runtime.Object, bool, error) {
 	a, err := meta.Accessor(desired)
 	if err != nil {
 		return nil, false, apierrors.NewBadRequest(err.Error())
@@ -409,12 +410,16 @@ func (s *Server) prepareUpdate(res *registry.Resource, ns, name, sub string, cur
 	a.SetGeneration(ca.GetGeneration())
 	a.SetSelfLink("")
 	a.SetResourceVersion(ca.GetResourceVersion())
-	if sub != "status" && sub != "binding" && res.Status {
+	subres, ownRules := res.Subresources[sub]
+	if sub != "status" && sub != "binding" && !ownRules && res.Status {
 		copyStatus(desired, cur)
 	}
 	res.Strategy.Default(desired)
-	if sub == "" {
+	switch {
+	case sub == "":
 		res.Strategy.PrepareForUpdate(desired, cur)
+	case ownRules:
+		subres.PrepareForUpdate(desired, cur)
 	}
 	if res.Generation && !specEqual(desired, cur) {
 		a.SetGeneration(ca.GetGeneration() + 1)
@@ -425,11 +430,19 @@ func (s *Server) prepareUpdate(res *registry.Resource, ns, name, sub string, cur
 		nameFn = validation.NameIsDNSSubdomain
 	}
 	errs = append(errs, validation.ValidateObjectMetaAccessor(a, res.Namespaced, nameFn, field.NewPath("metadata"))...)
-	if sub != "binding" { // a binding sets spec.nodeName, which pod updates may not
+	switch {
+	case ownRules:
+		errs = append(errs, subres.ValidateUpdate(desired, cur)...)
+	case sub != "binding": // a binding sets spec.nodeName, which pod updates may not
 		errs = append(errs, res.Strategy.ValidateUpdate(desired, cur)...)
 	}
 	if len(errs) > 0 {
 		return nil, false, apierrors.NewInvalid(res.Kind.GroupKind(), name, errs)
+	}
+	if ad, ok := res.Strategy.(registry.UpdateAdmitter); ok {
+		if err := ad.AdmitUpdate(ctx, sub, desired, cur); err != nil {
+			return nil, false, err
+		}
 	}
 	if !o.applied {
 		desired = s.fields.update(res, sub, cur, desired, o.manager)

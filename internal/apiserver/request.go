@@ -95,6 +95,9 @@ func (s *Server) hasSubresource(res *registry.Resource, sub string) bool {
 	if _, ok := res.Actions[sub]; ok {
 		return true
 	}
+	if _, ok := res.Subresources[sub]; ok {
+		return true
+	}
 	switch sub {
 	case "status":
 		return res.Status

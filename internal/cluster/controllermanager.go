@@ -33,6 +33,9 @@ import (
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/bootstrapsigner"
 	"github.com/svcnet/svcnet/internal/controller/clusterroleaggregation"
+	"github.com/svcnet/svcnet/internal/controller/csrapproving"
+	"github.com/svcnet/svcnet/internal/controller/csrcleaner"
+	"github.com/svcnet/svcnet/internal/controller/csrsigning"
 	"github.com/svcnet/svcnet/internal/controller/deployment"
 	"github.com/svcnet/svcnet/internal/controller/endpoints"
 	"github.com/svcnet/svcnet/internal/controller/endpointslice"
@@ -103,6 +106,10 @@ type ControllerManagerOptions struct {
 	// SchedulerKubeconfig, if set, is the scheduler's identity (kubeadm's
 	// scheduler.conf, system:kube-scheduler); else it uses Kubeconfig's.
 	SchedulerKubeconfig string
+	// CSRSigning is the CA of the signing controller
+	// (--cluster-signing-cert-file, --cluster-signing-key-file) and the
+	// longest certificate it issues (--cluster-signing-duration).
+	CSRSigning csrsigning.Options
 }
 
 // DefaultControllerManagerOptions are upstream's defaults.
@@ -130,6 +137,7 @@ func DefaultControllerManagerOptions() ControllerManagerOptions {
 		NodeLifecycle: nodelifecycle.Options{MonitorPeriod: 5 * time.Second, GracePeriod: 50 * time.Second, StartupGracePeriod: time.Minute, EvictionRate: 0.1, SecondaryRate: 0.01, LargeCluster: 50, UnhealthyZone: 0.55},
 		Scheduler:     scheduler.DefaultOptions(),
 		GCWorkers:     20,
+		CSRSigning:    csrsigning.Options{Duration: csrsigning.DefaultDuration},
 	}
 }
 
@@ -223,6 +231,14 @@ var knownControllers = []knownController{
 	{clusterroleaggregation.ControllerName, clusterroleaggregation.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := clusterroleaggregation.New(d)
 		return runOf(c, err)
+	}},
+	{csrsigning.ControllerName, csrsigning.Alias, startCSRSigning},
+	{csrapproving.ControllerName, csrapproving.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := csrapproving.New(d)
+		return runOf(c, err)
+	}},
+	{csrcleaner.ControllerName, csrcleaner.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		return csrcleaner.New(d).Run, nil
 	}},
 	{"endpoints-controller", "endpoint", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := endpoints.New(ctx, d, o.Endpoints)
@@ -319,6 +335,21 @@ func startServiceAccountToken(_ context.Context, o *ControllerManagerOptions, cl
 		return nil, err
 	}
 	c, err := serviceaccounttoken.New(d, key, ca)
+	return runOf(c, err)
+}
+
+// startCSRSigning starts the signing controller, or nothing without a CA
+// to sign with, as upstream.
+func startCSRSigning(_ context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+	if o.CSRSigning.CertFile == "" || o.CSRSigning.KeyFile == "" {
+		slog.Info("Skipping CSR signer controller because no csr cert/key was specified", "controller", csrsigning.ControllerName)
+		return func(context.Context) {}, nil
+	}
+	signer, err := csrsigning.NewSigner(o.CSRSigning)
+	if err != nil {
+		return nil, err
+	}
+	c, err := csrsigning.New(d, signer)
 	return runOf(c, err)
 }
 

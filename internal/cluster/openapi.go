@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -21,6 +23,7 @@ func openAPIHandler(set *registry.Set) (http.Handler, error) {
 			}
 			o.Actions[name] = a.Kind
 		}
+		o.Subresources = slices.Sorted(maps.Keys(r.Subresources))
 		if r.Status {
 			o.Subresources = append(o.Subresources, "status")
 		}

@@ -160,6 +160,9 @@ func Up(ctx context.Context, o UpOptions) error {
 	}
 	cm.UseServiceAccountCredentials = true
 	cm.ServiceAccountKeyFile = filepath.Join(o.APIServer.caDir(), "sa.key")
+	// As kubeadm's: the cluster CA signs the certificates of requests.
+	cm.CSRSigning.CertFile = filepath.Join(o.APIServer.caDir(), "ca.crt")
+	cm.CSRSigning.KeyFile = filepath.Join(o.APIServer.caDir(), "ca.key")
 	proxyKubeconfig, err := componentKubeconfig(&o.APIServer, a.URL, "kube-proxy", "system:kube-proxy")
 	if err != nil {
 		stopAPI()

@@ -46,10 +46,12 @@ const (
 
 // Resource is one served resource.
 type Resource struct {
-	GVK          schema.GroupVersionKind // e.g. apps/v1 Deployment
-	Plural       string                  // "deployments"
-	Namespaced   bool
-	Subresources []string // any of "status", "scale"
+	GVK        schema.GroupVersionKind // e.g. apps/v1 Deployment
+	Plural     string                  // "deployments"
+	Namespaced bool
+	// Subresources are "scale" (of autoscaling/v1 Scale) and those of
+	// the kind itself ("status", "approval").
+	Subresources []string
 	// CreateOnly is a virtual resource (a review): only its create is
 	// served, and it has no list kind.
 	CreateOnly bool

@@ -293,12 +293,11 @@ func buildGroupVersions(resources []Resource, idx *kindIndex) ([]*groupVersion, 
 		}
 		scale := false
 		for _, sub := range r.Subresources {
-			switch sub {
-			case "status":
-			case "scale":
+			switch {
+			case sub == "scale":
 				scale = true
-			default:
-				return nil, fmt.Errorf("resource %s: unsupported subresource %q (want status or scale)", gvr, sub)
+			case sub == "" || strings.Contains(sub, "/"):
+				return nil, fmt.Errorf("resource %s: invalid subresource %q", gvr, sub)
 			}
 		}
 

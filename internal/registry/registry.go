@@ -100,6 +100,20 @@ type Resource struct {
 	// (serviceaccounts/token takes a TokenRequest): nothing is stored, and
 	// the create answers what the action returns.
 	Actions map[string]Action
+	// Subresources are update subresources beyond status and scale
+	// (certificatesigningrequests/approval): get, update and patch of the
+	// whole object, each under rules of its own.
+	Subresources map[string]Subresource
+}
+
+// Subresource is an update subresource whose writes change only part of
+// the object, as upstream's approval strategy of CertificateSigningRequests.
+type Subresource struct {
+	// PrepareForUpdate carries over from old what a write through the
+	// subresource may not change, in place of the Strategy's.
+	PrepareForUpdate func(obj, old runtime.Object)
+	// ValidateUpdate checks the write, in place of the Strategy's.
+	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
 }
 
 // Action is a create-only subresource.
@@ -191,13 +205,24 @@ func (s *Set) GroupVersions() []schema.GroupVersion {
 }
 
 // StatusUpdater is implemented by strategies whose status writes keep some
-// of the stored metadata.
+// of the stored metadata or status.
 type StatusUpdater interface {
-	// PrepareForStatusUpdate carries over from old the metadata a status
-	// write may not change (upstream's status strategy): by default it
-	// stores status and metadata (labels, annotations, finalizers, owner
+	// PrepareForStatusUpdate carries over from old what a status write
+	// may not change (upstream's status strategy): by default it stores
+	// status and metadata (labels, annotations, finalizers, owner
 	// references), never spec.
 	PrepareForStatusUpdate(obj, old runtime.Object)
+}
+
+// UpdateAdmitter is implemented by strategies whose updates are refused
+// after asking what the writer may do, as upstream's validating admission
+// plugins (CertificateApproval, CertificateSigning).
+type UpdateAdmitter interface {
+	// AdmitUpdate runs on an update through subresource sub ("" for the
+	// object itself) once it is prepared and validated, with the
+	// requesting user in ctx. An error (an API error, upstream's
+	// Forbidden) refuses the write.
+	AdmitUpdate(ctx context.Context, sub string, obj, old runtime.Object) error
 }
 
 // Admitter is implemented by strategies whose new objects are changed or
