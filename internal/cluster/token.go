@@ -123,32 +123,32 @@ func JoinCommand(ctx context.Context, client kubernetes.Interface, t bootstrapto
 	if err != nil {
 		return "", fmt.Errorf("read the cluster-info ConfigMap: %w", err)
 	}
-	server, pin, err := clusterInfoServer([]byte(cm.Data[bootstrapapi.KubeConfigKey]))
+	server, _, pin, err := clusterInfoServer([]byte(cm.Data[bootstrapapi.KubeConfigKey]))
 	if err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("svcnet node --server %s --token %s --discovery-token-ca-cert-hash %s", server, t, pin), nil
 }
 
-// clusterInfoServer is the server URL of cluster-info's kubeconfig and
-// the pin of its (first) CA certificate.
-func clusterInfoServer(kubeconfig []byte) (server, pin string, err error) {
+// clusterInfoServer is the server URL and the CA of cluster-info's
+// kubeconfig, and the pin of its (first) CA certificate.
+func clusterInfoServer(kubeconfig []byte) (server string, ca []byte, pin string, err error) {
 	cfg, err := clientcmd.Load(kubeconfig)
 	if err != nil {
-		return "", "", fmt.Errorf("couldn't parse the kubeconfig file in the %s ConfigMap: %w", bootstrapapi.ConfigMapClusterInfo, err)
+		return "", nil, "", fmt.Errorf("couldn't parse the kubeconfig file in the %s ConfigMap: %w", bootstrapapi.ConfigMapClusterInfo, err)
 	}
 	if len(cfg.Clusters) != 1 {
-		return "", "", fmt.Errorf("malformed kubeconfig in the %s ConfigMap: want one cluster, have %d", bootstrapapi.ConfigMapClusterInfo, len(cfg.Clusters))
+		return "", nil, "", fmt.Errorf("malformed kubeconfig in the %s ConfigMap: want one cluster, have %d", bootstrapapi.ConfigMapClusterInfo, len(cfg.Clusters))
 	}
 	for _, c := range cfg.Clusters {
 		certs, err := certutil.ParseCertsPEM(c.CertificateAuthorityData)
 		if err != nil {
-			return "", "", fmt.Errorf("failed to parse cluster CA from the %s ConfigMap: %w", bootstrapapi.ConfigMapClusterInfo, err)
+			return "", nil, "", fmt.Errorf("failed to parse cluster CA from the %s ConfigMap: %w", bootstrapapi.ConfigMapClusterInfo, err)
 		}
-		if _, err := url.Parse(c.Server); err != nil || c.Server == "" {
-			return "", "", fmt.Errorf("malformed server %q in the %s ConfigMap", c.Server, bootstrapapi.ConfigMapClusterInfo)
+		if u, err := url.Parse(c.Server); err != nil || u.Scheme != "https" || u.Host == "" {
+			return "", nil, "", fmt.Errorf("malformed server %q in the %s ConfigMap", c.Server, bootstrapapi.ConfigMapClusterInfo)
 		}
-		server, pin = c.Server, pki.PublicKeyPin(certs[0])
+		server, ca, pin = c.Server, c.CertificateAuthorityData, pki.PublicKeyPin(certs[0])
 	}
-	return server, pin, nil
+	return server, ca, pin, nil
 }
