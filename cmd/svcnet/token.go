@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -23,8 +24,14 @@ func tokenCommand() *cobra.Command {
 		Short: "Manage bootstrap tokens (kubeadm token): create, list, delete, generate",
 		Args:  cobra.NoArgs,
 	}
-	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", filepath.Join(cluster.DefaultDataDir(), "kubeconfig"), "kubeconfig of the API server (an identity that may write Secrets in kube-system)")
+	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the API server, an identity that may write Secrets in kube-system (default: $KUBECONFIG, else the data dir's admin kubeconfig, as kubeadm token looks for admin.conf)")
 	client := func() (kubernetes.Interface, error) {
+		if env := filepath.SplitList(os.Getenv(clientcmd.RecommendedConfigPathEnvVar)); kubeconfig == "" && len(env) > 0 {
+			kubeconfig = env[0]
+		}
+		if kubeconfig == "" {
+			kubeconfig = filepath.Join(cluster.DefaultDataDir(), "kubeconfig")
+		}
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
