@@ -32,8 +32,11 @@ const (
 	nodeBootstrapBinding        = "kubeadm:kubelet-bootstrap"
 	nodeAutoApproveBinding      = "kubeadm:node-autoapprove-bootstrap"
 	nodeAutoApproveRenewBinding = "kubeadm:node-autoapprove-certificate-rotation"
-	// svcnet has no Node authorizer: the nodes' group holds system:node.
-	nodesBinding = "svcnet:node"
+	// svcnet has no Node authorizer: the nodes' group holds system:node,
+	// and svcnet:node-agent for what svcnet's node agent watches beyond
+	// it (PersistentVolumes, their claims and namespaces, cluster-wide).
+	nodesBinding  = "svcnet:node"
+	nodeAgentRole = "svcnet:node-agent"
 	// svcnet's node agent embeds kube-proxy, which acts as the node.
 	nodeProxierBinding = "svcnet:node-proxier"
 	nodesGroup         = "system:nodes"
@@ -83,12 +86,24 @@ func ensureJoinObjects(ctx context.Context, client kubernetes.Interface, server 
 	if err != nil {
 		return err
 	}
+	agent := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: nodeAgentRole},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""},
+			Resources: []string{"persistentvolumes", "persistentvolumeclaims", "namespaces"}}}}
+	err = ensure(ctx, agent, rbac.ClusterRoles(), func(cur, want *rbacv1.ClusterRole) bool {
+		same := reflect.DeepEqual(cur.Rules, want.Rules)
+		cur.Rules = want.Rules
+		return same
+	})
+	if err != nil {
+		return err
+	}
 	tokens := bootstraptoken.DefaultGroups[0]
 	for _, b := range []struct{ name, role, group string }{
 		{nodeBootstrapBinding, "system:node-bootstrapper", tokens},
 		{nodeAutoApproveBinding, "system:certificates.k8s.io:certificatesigningrequests:nodeclient", tokens},
 		{nodeAutoApproveRenewBinding, "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", nodesGroup},
 		{nodesBinding, "system:node", nodesGroup},
+		{nodeAgentRole, nodeAgentRole, nodesGroup},
 		{nodeProxierBinding, "system:node-proxier", nodesGroup},
 	} {
 		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: b.name},
