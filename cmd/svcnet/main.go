@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -27,7 +28,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(upCommand(), apiserverCommand(), controllerManagerCommand(), nodeCommand(), dnsCommand())
+	root.AddCommand(upCommand(), apiserverCommand(), controllerManagerCommand(), nodeCommand(), dnsCommand(), tokenCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "svcnet:", err)
 		os.Exit(1)
@@ -48,6 +49,7 @@ func apiServerFlags(cmd *cobra.Command) *cluster.APIServerOptions {
 	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", cluster.DefaultServiceClusterIPRange, "CIDR (or two, comma-separated, one per IP family) Service cluster IPs are allocated from")
 	f.StringVar(&o.ServiceNodePortRange, "service-node-port-range", cluster.DefaultServiceNodePortRange, "port range NodePort Services are allocated from")
 	f.StringSliceVar(&o.AuthorizationModes, "authorization-mode", cluster.DefaultAuthorizationModes, "authorizers asked in turn about each request: Node (with the NodeRestriction admission plugin), RBAC, AlwaysAllow (as kube-apiserver's; members of system:masters may do anything either way)")
+	f.BoolVar(&o.EnableBootstrapTokenAuth, "enable-bootstrap-token-auth", false, "allow bootstrap tokens (Secrets of type bootstrap.kubernetes.io/token in kube-system) to authenticate, as kube-apiserver's (up: on)")
 	f.StringVar(&o.AdvertiseAddress, "advertise-address", "", "address listed in the kubernetes Service's endpoints (default: the bind address; up: the control-plane node's IP, where it also serves)")
 	f.StringVar(&o.EncryptionProviderConfig, "encryption-provider-config", "", "the file containing configuration for encryption providers to be used for storing secrets (or other resources) in etcd: an apiserver.config.k8s.io/v1 EncryptionConfiguration, as kube-apiserver's (aescbc, aesgcm, secretbox, identity; not kms)")
 	return o
@@ -79,9 +81,15 @@ func upCommand() *cobra.Command {
 	}
 	o := &cluster.UpOptions{}
 	api := apiServerFlags(cmd)
+	// As kubeadm's kube-apiserver: joining nodes authenticate with
+	// bootstrap tokens.
+	api.EnableBootstrapTokenAuth = true
+	cmd.Flags().Lookup("enable-bootstrap-token-auth").DefValue = "true"
 	cmd.Flags().BoolVar(&api.EncryptSecrets, "encrypt-secrets", false, "encrypt Secrets in etcd with an aescbc key generated once into <data-dir>/pki/encryption-config.yaml (not with --encryption-provider-config)")
 	cm := controllerManagerFlags(cmd)
 	f := cmd.Flags()
+	cm.Controllers = cluster.UpControllers
+	f.Lookup("controllers").DefValue = "[" + strings.Join(cluster.UpControllers, ",") + "]"
 	nodeFlags(f, &o.Node, "127.0.0.1:10250")
 	f.IntVar(&o.Nodes, "nodes", 1, "node agents to run: 0 for the control plane alone; 1 in up's own network namespace (or --netns); more each in a network namespace of its own, NAME-1 to NAME-N after --node-name, on a bridge svcnet-nodes in up's namespace")
 	f.StringVar(&o.NodeNetwork, "node-network", nodenet.DefaultCIDR, "with --nodes N: the nodes' network; up holds its first address, node i the i+1-th")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,11 +41,17 @@ func nodeCommand() *cobra.Command {
 			if cleanup {
 				return cluster.CleanupProxy(o.NetNS)
 			}
+			if (o.Join.Token == "") != (o.Join.Server == "") {
+				return errors.New("--token and --server join together")
+			}
 			return cluster.RunNode(cmd.Context(), *o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", filepath.Join(cluster.DefaultDataDir(), "kubeconfig"), "kubeconfig of the API server")
+	f.StringVar(&o.Join.Server, "server", "", "with --token: the API server's https URL to join through (kubeadm join's endpoint)")
+	f.StringVar(&o.Join.Token, "token", "", "join with this bootstrap token ([a-z0-9]{6}.[a-z0-9]{16}, svcnet token create): discover and verify the cluster CA, get the node's client certificate through a CertificateSigningRequest, and run with the kubeconfig written to <data-dir>/kubelet.conf (reused on restart while its certificate is valid) instead of --kubeconfig")
+	f.StringSliceVar(&o.Join.CACertHashes, "discovery-token-ca-cert-hash", nil, "with --token: the pin of the cluster CA's public key, \"sha256:<hex>\" (svcnet token create --print-join-command prints it)")
 	f.StringVar(&o.ProxyKubeconfig, "proxy-kubeconfig", "", "kubeconfig of the Service proxy's identity, system:kube-proxy (default: --kubeconfig)")
 	f.StringVar(&o.DataDir, "data-dir", cluster.DefaultDataDir(), "directory for the node's pods, logs and addresses (under node/)")
 	f.BoolVar(&o.StopPodsOnExit, "stop-pods-on-exit", false, "stop the node's pods and remove the proxy's rules when the agent exits (by default they stay and are adopted on restart)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -14,6 +15,7 @@ import (
 	"github.com/svcnet/svcnet/internal/auth/authn"
 	"github.com/svcnet/svcnet/internal/auth/authz"
 	"github.com/svcnet/svcnet/internal/auth/bootstrappolicy"
+	"github.com/svcnet/svcnet/internal/auth/bootstraptoken"
 	"github.com/svcnet/svcnet/internal/auth/nodeauthorizer"
 	"github.com/svcnet/svcnet/internal/auth/rbac"
 	"github.com/svcnet/svcnet/internal/auth/serviceaccount"
@@ -30,8 +32,9 @@ const (
 // DefaultAuthorizationModes are kubeadm's: the Node authorizer, then RBAC.
 var DefaultAuthorizationModes = []string{AuthorizationNode, AuthorizationRBAC}
 
-// apiAuth is who the API server lets do what: client certificates and
-// service account tokens authenticate; system:masters, then the modes'
+// apiAuth is who the API server lets do what: client certificates,
+// bootstrap tokens (--enable-bootstrap-token-auth) and service account
+// tokens authenticate; system:masters, then the modes'
 // authorizers, authorize. The RBAC policy and the objects tokens name are
 // read through informers on the server's loopback, as upstream's. With
 // the Node authorizer comes the NodeRestriction admission plugin (as
@@ -47,7 +50,7 @@ type apiAuth struct {
 	key       *serviceaccount.Key
 }
 
-func newAPIAuth(caDir string, modes []string, loopback kubernetes.Interface) (*apiAuth, error) {
+func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kubernetes.Interface) (*apiAuth, error) {
 	key, err := serviceaccount.LoadOrCreateKey(caDir)
 	if err != nil {
 		return nil, err
@@ -87,14 +90,21 @@ func newAPIAuth(caDir string, modes []string, loopback kubernetes.Interface) (*a
 	audiences := []string{serviceaccount.DefaultIssuer}
 	a.tokens = &saregistry.Tokens{Issuer: &serviceaccount.Issuer{Key: key, Issuer: serviceaccount.DefaultIssuer},
 		Audiences: audiences, Objects: a.objects}
-	// Bound tokens, then the legacy tokens of service account token
-	// Secrets, as upstream's chain; each token's answer is cached.
-	a.authn = &authn.Authenticator{Tokens: []authn.TokenAuthenticator{
-		&authn.Cached{TTL: authn.DefaultTokenCacheTTL,
-			Next: &serviceaccount.Authenticator{Issuer: serviceaccount.DefaultIssuer, Key: key, Audiences: audiences, Objects: a.objects}},
-		&authn.Cached{TTL: authn.DefaultTokenCacheTTL,
-			Next: &serviceaccount.LegacyAuthenticator{Key: key, Audiences: audiences, Objects: a.objects}},
-	}}
+	// Bound tokens, the legacy tokens of service account token Secrets,
+	// then bootstrap tokens (when enabled), as upstream's chain; each
+	// token's answer is cached.
+	tokens := []authn.TokenAuthenticator{
+		&serviceaccount.Authenticator{Issuer: serviceaccount.DefaultIssuer, Key: key, Audiences: audiences, Objects: a.objects},
+		&serviceaccount.LegacyAuthenticator{Key: key, Audiences: audiences, Objects: a.objects},
+	}
+	if bootstrapTokens {
+		tokens = append(tokens, &bootstraptoken.Authenticator{Audiences: audiences,
+			Secrets: factory.Core().V1().Secrets().Lister().Secrets(metav1.NamespaceSystem)})
+	}
+	for i, t := range tokens {
+		tokens[i] = &authn.Cached{TTL: authn.DefaultTokenCacheTTL, Next: t}
+	}
+	a.authn = &authn.Authenticator{Tokens: tokens}
 	return a, nil
 }
 

@@ -79,6 +79,10 @@ type APIServerOptions struct {
 	// it may be a load balancer's.)
 	ServeAdvertised bool
 	AdvertiseNetNS  string
+	// EnableBootstrapTokenAuth is kube-apiserver's
+	// --enable-bootstrap-token-auth: bootstrap tokens (Secrets of type
+	// bootstrap.kubernetes.io/token in kube-system) authenticate.
+	EnableBootstrapTokenAuth bool
 	// AuthorizationModes are the authorizers asked in turn (Node, RBAC,
 	// AlwaysAllow); empty means DefaultAuthorizationModes.
 	AuthorizationModes []string
@@ -129,6 +133,9 @@ type APIServer struct {
 	Kubeconfig string
 	// URL is the server's https URL.
 	URL string
+	// AdvertiseURL is the https URL of its advertised address, the one
+	// other machines reach it at (cluster-info's).
+	AdvertiseURL string
 	// Started is when the API server started serving.
 	Started time.Time
 
@@ -202,7 +209,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		return nil, fmt.Errorf("loopback client: %w", err)
 	}
 	a.loopback = loopback
-	auth, err := newAPIAuth(o.caDir(), o.AuthorizationModes, loopback)
+	auth, err := newAPIAuth(o.caDir(), o.AuthorizationModes, o.EnableBootstrapTokenAuth, loopback)
 	if err != nil {
 		a.stopStorage()
 		return nil, err
@@ -322,6 +329,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	for i, ln := range lns {
 		addrs[i] = ln.Addr().String()
 	}
+	a.AdvertiseURL = "https://" + net.JoinHostPort(advertise.String(), port)
 	a.Started = time.Now()
 	slog.Info("API server serving", "url", a.URL, "addresses", addrs, "etcd", strings.Join(endpoints, ","), "version", KubernetesVersion)
 	return a, nil

@@ -31,6 +31,7 @@ import (
 
 	saauth "github.com/svcnet/svcnet/internal/auth/serviceaccount"
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/bootstrapsigner"
 	"github.com/svcnet/svcnet/internal/controller/clusterroleaggregation"
 	"github.com/svcnet/svcnet/internal/controller/csrapproving"
 	"github.com/svcnet/svcnet/internal/controller/csrcleaner"
@@ -50,6 +51,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/serviceaccounttoken"
 	"github.com/svcnet/svcnet/internal/controller/servicecidrs"
 	"github.com/svcnet/svcnet/internal/controller/statefulset"
+	"github.com/svcnet/svcnet/internal/controller/tokencleaner"
 )
 
 // LeaderElectionOptions are kube-controller-manager's --leader-elect flags.
@@ -200,6 +202,15 @@ type knownController struct {
 	start       func(ctx context.Context, o *ControllerManagerOptions, c *clients, d controller.Deps) (func(context.Context), error)
 }
 
+// controllersDisabledByDefault run only when --controllers names them,
+// as upstream's: the bootstrap token controllers, which kubeadm (and
+// svcnet up) enable.
+var controllersDisabledByDefault = []string{bootstrapsigner.ControllerName, tokencleaner.ControllerName}
+
+// UpControllers is svcnet up's --controllers, kubeadm's: all, and the
+// bootstrap token controllers.
+var UpControllers = []string{"*", bootstrapsigner.Alias, tokencleaner.Alias}
+
 var knownControllers = []knownController{
 	// As upstream, the tokens controller runs with the controller
 	// manager's own client (no controllerServiceAccounts entry).
@@ -281,6 +292,14 @@ var knownControllers = []knownController{
 		c, err := tainteviction.New(ctx, d, tainteviction.Options{})
 		return runOf(c, err)
 	}},
+	{bootstrapsigner.ControllerName, bootstrapsigner.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := bootstrapsigner.New(d)
+		return runOf(c, err)
+	}},
+	{tokencleaner.ControllerName, tokencleaner.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := tokencleaner.New(d)
+		return runOf(c, err)
+	}},
 	{"scheduler", "", func(ctx context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
 		// As kube-scheduler's, the bindings and the events each have a
 		// client of their own, at the scheduler's rate limit.
@@ -351,14 +370,15 @@ func runOf[C interface{ Run(context.Context) }](c C, err error) (func(context.Co
 	return c.Run, nil
 }
 
-// enabled applies --controllers to one controller, as upstream: an
-// explicit name or "-name" wins over "*".
 // Runs reports whether the controller of that name is enabled.
 func (o *ControllerManagerOptions) Runs(name string) bool {
 	i := slices.IndexFunc(knownControllers, func(k knownController) bool { return k.name == name })
 	return i >= 0 && o.enabled(knownControllers[i])
 }
 
+// enabled applies --controllers to one controller, as upstream: an
+// explicit name or "-name" wins over "*", which leaves out those disabled
+// by default.
 func (o *ControllerManagerOptions) enabled(k knownController) bool {
 	star := false
 	for _, c := range o.Controllers {
@@ -371,7 +391,7 @@ func (o *ControllerManagerOptions) enabled(k knownController) bool {
 			star = true
 		}
 	}
-	return star
+	return star && !slices.Contains(controllersDisabledByDefault, k.name)
 }
 
 // Validate checks the options as upstream does.

@@ -30,6 +30,10 @@ import (
 type NodeOptions struct {
 	// Kubeconfig reaches the API server.
 	Kubeconfig string
+	// Join, with a token, joins the node first (unless a previous join's
+	// kubeconfig is still valid); the node then runs with the kubeconfig
+	// the join wrote into DataDir instead of Kubeconfig.
+	Join JoinOptions
 	// ProxyKubeconfig, if set, is the Service proxy's identity
 	// (system:kube-proxy, bound to system:node-proxier); else it uses
 	// Kubeconfig's.
@@ -79,6 +83,18 @@ type NodeOptions struct {
 
 // RunNode runs a node agent until ctx ends.
 func RunNode(ctx context.Context, o NodeOptions) error {
+	var err error
+	name := o.NodeName
+	if name == "" {
+		if name, err = os.Hostname(); err != nil {
+			return fmt.Errorf("node name: %w", err)
+		}
+	}
+	if o.Join.Token != "" {
+		if o.Kubeconfig, err = joinNode(ctx, o.Join, o.DataDir, name); err != nil {
+			return err
+		}
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("load kubeconfig %s: %w", o.Kubeconfig, err)
@@ -87,12 +103,6 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	images, err := node.LoadImageTable(o.ImageTable)
 	if err != nil {
 		return err
-	}
-	name := o.NodeName
-	if name == "" {
-		if name, err = os.Hostname(); err != nil {
-			return fmt.Errorf("node name: %w", err)
-		}
 	}
 	var ip net.IP
 	if o.NodeIP != "" {

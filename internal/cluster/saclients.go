@@ -13,6 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/svcnet/svcnet/internal/controller/bootstrapsigner"
+	"github.com/svcnet/svcnet/internal/controller/tokencleaner"
 )
 
 // controllerServiceAccounts are the kube-system ServiceAccounts the
@@ -37,6 +40,8 @@ var controllerServiceAccounts = map[string]string{
 	"certificatesigningrequest-signing-controller":   "certificate-controller",
 	"certificatesigningrequest-approving-controller": "certificate-controller",
 	"certificatesigningrequest-cleaner-controller":   "certificate-controller",
+	bootstrapsigner.ControllerName:                   bootstrapsigner.ServiceAccount,
+	tokencleaner.ControllerName:                      tokencleaner.ServiceAccount,
 }
 
 // saTokenExpiration is how long the controllers' tokens live, as

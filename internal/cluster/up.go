@@ -140,6 +140,13 @@ func Up(ctx context.Context, o UpOptions) error {
 		stop() // so does an API server that fails
 	}()
 
+	// As kubeadm's bootstrap-token phase: what joining nodes need.
+	err = joinObjects(ctx, &o.APIServer, a)
+	if err != nil {
+		stopAPI()
+		<-apiDone
+		return err
+	}
 	cm := o.ControllerManager
 	// As kubeadm's: the controller manager and the scheduler have
 	// identities of their own, and each controller its ServiceAccount.
@@ -161,9 +168,6 @@ func Up(ctx context.Context, o UpOptions) error {
 	var admin kubernetes.Interface
 	if err == nil {
 		admin, err = adminClient(a.Kubeconfig)
-	}
-	if err == nil {
-		err = ensureNodePolicy(ctx, admin)
 	}
 	if err != nil {
 		stopAPI()
@@ -225,6 +229,23 @@ func Up(ctx context.Context, o UpOptions) error {
 		all = append(all, err)
 	}
 	return errors.Join(append(all, <-apiDone)...)
+}
+
+// joinObjects writes cluster-info (with the advertised URL and the
+// cluster CA) and the join RBAC.
+func joinObjects(ctx context.Context, o *APIServerOptions, a *APIServer) error {
+	ca, err := pki.LoadOrCreateCA(o.caDir())
+	if err != nil {
+		return err
+	}
+	client, err := adminClient(a.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := ensureJoinObjects(ctx, client, a.AdvertiseURL, ca.CertPEM); err != nil {
+		return fmt.Errorf("objects for joining nodes: %w", err)
+	}
+	return nil
 }
 
 // addonCoreDNS names the cluster DNS add-on for --disable.

@@ -9,9 +9,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -211,4 +213,12 @@ func savePair(dir, name string, p Pair) error {
 		return fmt.Errorf("write %s certificate: %w", name, err)
 	}
 	return nil
+}
+
+// PublicKeyPin is kubeadm's pin of a CA (--discovery-token-ca-cert-hash):
+// "sha256:" and the hex SHA-256 of the certificate's DER
+// SubjectPublicKeyInfo.
+func PublicKeyPin(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

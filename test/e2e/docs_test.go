@@ -113,7 +113,7 @@ func TestDocsExamples(t *testing.T) {
 					kubeconfig = "/var/lib/svcnet/kubeconfig"
 				}
 				cmd.Dir = "../.." // files such as docs/examples/ are named from the checkout's root
-				cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig,
+				cmd.Env = append(os.Environ(), "PATH="+bin+":"+filepath.Dir(binary)+":"+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig,
 					"HOME="+c.cacheDir, "ETCDCTL_API=3", "ETCDCTL_ENDPOINTS="+c.etcdClient)
 				out, _ := cmd.CombinedOutput()
 				cancel()
