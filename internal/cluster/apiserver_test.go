@@ -24,7 +24,7 @@ func TestDefaultServiceCIDR(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", storagetest.FreePort(t)) }
 	api, err := StartAPIServer(ctx, APIServerOptions{
-		DataDir: t.TempDir(), BindAddress: addr(), EtcdClientURL: "http://" + addr(), EtcdPeerURL: "http://" + addr(),
+		DataDir: t.TempDir(), BindAddress: addr(), EtcdClientURL: "https://" + addr(), EtcdPeerURL: "https://" + addr(),
 		ServiceClusterIPRange: "10.97.0.0/16,fd00:10:97::/112",
 	})
 	if err != nil {
