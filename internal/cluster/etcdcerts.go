@@ -20,22 +20,21 @@ import (
 //	apiserver-etcd-client.crt, .key    the API server's client
 const (
 	etcdCAFile              = "etcd/ca.crt"
+	etcdServer              = "etcd/server"
+	etcdPeer                = "etcd/peer"
+	etcdHealthcheckClient   = "etcd/healthcheck-client"
 	etcdHealthcheckClientCN = "kube-etcd-healthcheck-client"
+	apiServerEtcdClient     = "apiserver-etcd-client"
 	apiServerEtcdClientCN   = "kube-apiserver-etcd-client"
 )
 
-// EtcdHealthcheckClient is the etcdctl client certificate of the embedded
-// etcd of the data dir, with the CA bundle that verifies the member.
-func EtcdHealthcheckClient(dataDir string) storage.TLSFiles {
+// pkiFiles are the pair name in the data dir's pki, with etcd's CA bundle.
+func pkiFiles(dataDir, name string) storage.TLSFiles {
 	dir := filepath.Join(dataDir, "pki")
-	return pairFiles(dir, "etcd/healthcheck-client", filepath.Join(dir, etcdCAFile))
-}
-
-func pairFiles(dir, name, caFile string) storage.TLSFiles {
 	return storage.TLSFiles{
 		CertFile:      filepath.Join(dir, name+".crt"),
 		KeyFile:       filepath.Join(dir, name+".key"),
-		TrustedCAFile: caFile,
+		TrustedCAFile: filepath.Join(dir, etcdCAFile),
 	}
 }
 
@@ -45,32 +44,31 @@ func pairFiles(dir, name, caFile string) storage.TLSFiles {
 // certificates: the cluster CA signs other clients' (nodes', users') too.
 func etcdCertificates(ca *pki.CA, dataDir, clientURL, peerURL string) (*storage.EmbeddedTLS, storage.TLSFiles, error) {
 	dir := filepath.Join(dataDir, "pki")
-	caFile := filepath.Join(dir, etcdCAFile)
-	if err := ca.WriteCert(caFile); err != nil {
+	if err := ca.WriteCert(filepath.Join(dir, etcdCAFile)); err != nil {
 		return nil, storage.TLSFiles{}, err
 	}
-	etcdDir := filepath.Join(dir, "etcd")
-	for _, m := range []struct{ name, url string }{{"server", clientURL}, {"peer", peerURL}} {
+	for _, m := range []struct{ name, url string }{{etcdServer, clientURL}, {etcdPeer, peerURL}} {
 		names, ips, err := etcdAltNames(m.url)
 		if err != nil {
 			return nil, storage.TLSFiles{}, err
 		}
-		if _, err := ca.Member(etcdDir, m.name, storage.MemberName, names, ips); err != nil {
+		if _, err := ca.Member(dir, m.name, storage.MemberName, names, ips); err != nil {
 			return nil, storage.TLSFiles{}, err
 		}
 	}
-	if _, err := ca.Client(etcdDir, "healthcheck-client", etcdHealthcheckClientCN, nil); err != nil {
-		return nil, storage.TLSFiles{}, err
-	}
-	if _, err := ca.Client(dir, "apiserver-etcd-client", apiServerEtcdClientCN, nil); err != nil {
-		return nil, storage.TLSFiles{}, err
+	for _, c := range []struct{ name, cn string }{
+		{etcdHealthcheckClient, etcdHealthcheckClientCN}, {apiServerEtcdClient, apiServerEtcdClientCN},
+	} {
+		if _, err := ca.Client(dir, c.name, c.cn, nil); err != nil {
+			return nil, storage.TLSFiles{}, err
+		}
 	}
 	member := &storage.EmbeddedTLS{
-		Server:    pairFiles(etcdDir, "server", caFile),
-		Peer:      pairFiles(etcdDir, "peer", caFile),
+		Server:    pkiFiles(dataDir, etcdServer),
+		Peer:      pkiFiles(dataDir, etcdPeer),
 		ClientCNs: []string{storage.MemberName, etcdHealthcheckClientCN, apiServerEtcdClientCN},
 	}
-	return member, pairFiles(dir, "apiserver-etcd-client", caFile), nil
+	return member, pkiFiles(dataDir, apiServerEtcdClient), nil
 }
 
 // etcdAltNames are kubeadm's names of an etcd member (localhost,

@@ -240,9 +240,12 @@ func loadPair(dir, name string) (Pair, error) {
 	return Pair{CertPEM: c, KeyPEM: k}, nil
 }
 
+// savePair writes dir/name.crt and .key; name may lead through a
+// subdirectory (kubeadm's etcd/server).
 func savePair(dir, name string, p Pair) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
+	sub := filepath.Dir(filepath.Join(dir, name))
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", sub, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".key"), p.KeyPEM, 0o600); err != nil {
 		return fmt.Errorf("write %s key: %w", name, err)
