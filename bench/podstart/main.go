@@ -83,8 +83,8 @@ func run(n, workers int, image, binary string) (err error) {
 	ports := freePorts(4)
 	up := exec.Command(binary, "up", "--data-dir", data, "--netns", ns, "--node-name", nodeName,
 		"--bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		"--etcd-client-url", fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
-		"--etcd-peer-url", fmt.Sprintf("http://127.0.0.1:%d", ports[2]),
+		"--etcd-client-url", fmt.Sprintf("https://127.0.0.1:%d", ports[1]),
+		"--etcd-peer-url", fmt.Sprintf("https://127.0.0.1:%d", ports[2]),
 		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", ports[3]),
 		"--metrics-bind-address", "0")
 	up.Stdout, up.Stderr = logf, logf

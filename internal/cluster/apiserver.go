@@ -4,8 +4,10 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,7 +21,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/version"
@@ -61,7 +62,12 @@ type APIServerOptions struct {
 	// EtcdServers are external etcd client URLs; empty starts the embedded
 	// member in DataDir/etcd.
 	EtcdServers []string
-	// EtcdClientURL and EtcdPeerURL place the embedded member.
+	// EtcdTLS is kube-apiserver's --etcd-cafile, --etcd-certfile and
+	// --etcd-keyfile for EtcdServers; the embedded member's are issued
+	// into DataDir/pki (see etcdCertificates).
+	EtcdTLS storage.TLSFiles
+	// EtcdClientURL and EtcdPeerURL place the embedded member (default
+	// DefaultEtcdClientURL, DefaultEtcdPeerURL); both are https.
 	EtcdClientURL, EtcdPeerURL string
 	// ServiceClusterIPRange is one CIDR, or two of different families for
 	// dual-stack (default 10.96.0.0/12); ServiceNodePortRange is a port
@@ -110,10 +116,12 @@ func (o *APIServerOptions) caDir() string {
 	return filepath.Join(o.DataDir, "pki")
 }
 
-// Defaults of the Service ranges.
+// Defaults of the Service ranges and of the embedded etcd's URLs.
 const (
 	DefaultServiceClusterIPRange = "10.96.0.0/12"
 	DefaultServiceNodePortRange  = "30000-32767"
+	DefaultEtcdClientURL         = "https://127.0.0.1:2379"
+	DefaultEtcdPeerURL           = "https://127.0.0.1:2380"
 )
 
 // DefaultDataDir is /var/lib/svcnet for root, else ~/.svcnet.
@@ -138,6 +146,9 @@ type APIServer struct {
 	AdvertiseURL string
 	// Started is when the API server started serving.
 	Started time.Time
+	// EtcdEndpoints and EtcdTLS are how the API server reaches etcd.
+	EtcdEndpoints []string
+	EtcdTLS       storage.TLSFiles
 
 	embedded *storage.Embedded
 	client   *clientv3.Client
@@ -180,23 +191,35 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	if err != nil {
 		return nil, err
 	}
-	a := &APIServer{done: make(chan error, 1)}
-	endpoints := o.EtcdServers
-	if len(endpoints) == 0 {
+	ca, err := pki.LoadOrCreateCA(o.caDir())
+	if err != nil {
+		return nil, err
+	}
+	a := &APIServer{done: make(chan error, 1), EtcdEndpoints: o.EtcdServers, EtcdTLS: o.EtcdTLS}
+	if len(o.EtcdServers) == 0 {
+		if !o.EtcdTLS.IsZero() {
+			return nil, errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile are for --etcd-servers: the embedded etcd's certificates are issued into " + filepath.Join(o.DataDir, "pki"))
+		}
+		clientURL, peerURL := cmp.Or(o.EtcdClientURL, DefaultEtcdClientURL), cmp.Or(o.EtcdPeerURL, DefaultEtcdPeerURL)
+		member, client, err := etcdCertificates(ca, o.DataDir, clientURL, peerURL)
+		if err != nil {
+			return nil, err
+		}
 		e, err := storage.StartEmbedded(ctx, storage.EmbeddedConfig{
-			Dir: filepath.Join(o.DataDir, "etcd"), ClientURL: o.EtcdClientURL, PeerURL: o.EtcdPeerURL, Log: o.EtcdLog,
+			Dir: filepath.Join(o.DataDir, "etcd"), ClientURL: clientURL, PeerURL: peerURL, TLS: member, Log: o.EtcdLog,
 			QuotaBackendBytes: o.EtcdQuotaBackendBytes,
 		})
 		if err != nil {
 			return nil, err
 		}
 		a.embedded = e
-		endpoints = []string{e.ClientURL}
+		a.EtcdEndpoints, a.EtcdTLS = []string{e.ClientURL}, client
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	endpoints := a.EtcdEndpoints
+	cli, err := storage.Connect(endpoints, a.EtcdTLS)
 	if err != nil {
 		a.stopStorage()
-		return nil, fmt.Errorf("connect to etcd %s: %w", strings.Join(endpoints, ","), err)
+		return nil, err
 	}
 	a.client = cli
 	store := storage.New(cli, registry.JSONCodec{})
@@ -278,7 +301,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		return nil, err
 	}
 
-	tlsConfig, err := a.certificates(o.DataDir, o.caDir(), host, port, ranges.ServiceCIDRs[0].First(), advertise)
+	tlsConfig, err := a.certificates(ca, o.DataDir, host, port, ranges.ServiceCIDRs[0].First(), advertise)
 	if err != nil {
 		stopPolicy()
 		a.stopStorage()
@@ -492,15 +515,11 @@ func minorOf(v string) string {
 	return parts[1]
 }
 
-// certificates loads or creates the CA (in caDir), the serving and admin
-// certificates (in the data dir's pki), writes the admin kubeconfig, and
-// returns the server's TLS config.
-func (a *APIServer) certificates(dataDir, caDir, host, port string, serviceIP, advertise netip.Addr) (*tls.Config, error) {
+// certificates loads or creates the serving and admin certificates (in
+// the data dir's pki), writes the admin kubeconfig, and returns the
+// server's TLS config.
+func (a *APIServer) certificates(ca *pki.CA, dataDir, host, port string, serviceIP, advertise netip.Addr) (*tls.Config, error) {
 	dir := filepath.Join(dataDir, "pki")
-	ca, err := pki.LoadOrCreateCA(caDir)
-	if err != nil {
-		return nil, err
-	}
 	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), serviceIP.AsSlice(), advertise.AsSlice()}
 	names := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/svcnet/svcnet/internal/storage"
 	"github.com/svcnet/svcnet/internal/storage/storagetest"
 )
 
@@ -24,7 +25,7 @@ func TestDefaultServiceCIDR(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", storagetest.FreePort(t)) }
 	api, err := StartAPIServer(ctx, APIServerOptions{
-		DataDir: t.TempDir(), BindAddress: addr(), EtcdClientURL: "http://" + addr(), EtcdPeerURL: "http://" + addr(),
+		DataDir: t.TempDir(), BindAddress: addr(), EtcdClientURL: "https://" + addr(), EtcdPeerURL: "https://" + addr(),
 		ServiceClusterIPRange: "10.97.0.0/16,fd00:10:97::/112",
 	})
 	if err != nil {
@@ -105,5 +106,36 @@ func TestDefaultServiceCIDR(t *testing.T) {
 			t.Fatalf("not created again: %v %v", sc, err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestExternalEtcd: the API server stores in an external etcd over plain
+// HTTP when --etcd-servers names one, and refuses --etcd-cafile and its
+// siblings without --etcd-servers.
+func TestExternalEtcd(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, etcd := storagetest.StartEmbedded(t, storage.EmbeddedConfig{})
+	addr := fmt.Sprintf("127.0.0.1:%d", storagetest.FreePort(t))
+	_, err := StartAPIServer(ctx, APIServerOptions{DataDir: t.TempDir(), BindAddress: addr, EtcdTLS: storage.TLSFiles{CertFile: "c.crt", KeyFile: "c.key"}})
+	if want := "--etcd-cafile, --etcd-certfile and --etcd-keyfile are for --etcd-servers"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("certificates without --etcd-servers: %v, want %q", err, want)
+	}
+	api, err := StartAPIServer(ctx, APIServerOptions{DataDir: t.TempDir(), BindAddress: addr, EtcdServers: etcd.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := api.Wait(); err != nil {
+			t.Error(err)
+		}
+	})
+	if api.Etcd() != nil {
+		t.Error("an embedded etcd started beside the external one")
+	}
+	resp, err := etcd.Get(ctx, "/registry/namespaces/default")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("the default namespace is not in the external etcd: %v %v", resp, err)
 	}
 }

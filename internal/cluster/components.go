@@ -120,6 +120,13 @@ func (cp *controlPlane) staticPods() []node.StaticPod {
 		apiCmd = append(apiCmd, "--etcd-client-url="+o.EtcdClientURL)
 	} else {
 		apiCmd = append(apiCmd, "--etcd-servers="+strings.Join(o.EtcdServers, ","))
+		for _, f := range []struct{ flag, path string }{
+			{"--etcd-cafile", o.EtcdTLS.TrustedCAFile}, {"--etcd-certfile", o.EtcdTLS.CertFile}, {"--etcd-keyfile", o.EtcdTLS.KeyFile},
+		} {
+			if f.path != "" {
+				apiCmd = append(apiCmd, f.flag+"="+f.path)
+			}
+		}
 	}
 	apiCmd = append(apiCmd, "--bind-address="+cmp.Or(o.BindAddress, "127.0.0.1:6443"))
 	if o.AdvertiseAddress != "" {

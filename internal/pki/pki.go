@@ -1,10 +1,12 @@
 // Package pki creates and keeps the cluster's certificates in the data dir:
-// a CA, the API server's serving certificate and client certificates (the
-// admin's, written into the kubeconfig). Files are reused across restarts so
-// that a kubeconfig stays valid for the life of the data dir.
+// a CA, serving certificates (the API server's, the embedded etcd member's)
+// and client certificates (the admin's, written into the kubeconfig). Files
+// are reused across restarts, as long as the CA signed them, so that a
+// kubeconfig stays valid for the life of the data dir.
 package pki
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -104,14 +106,26 @@ func (ca *CA) Pool() *x509.CertPool {
 // Serving returns dir/name.crt/.key for a server with the given names and
 // IPs, issuing a new pair when absent or when it no longer covers them.
 func (ca *CA) Serving(dir, name string, dnsNames []string, ips []net.IP) (Pair, error) {
-	if p, err := loadPair(dir, name); err == nil && covers(p, dnsNames, ips) {
+	return ca.named(dir, name, name, dnsNames, ips, x509.ExtKeyUsageServerAuth)
+}
+
+// Member returns dir/name.crt/.key for a member of a cluster such as
+// etcd's, which serves as cn on the names and IPs and is also a client of
+// its peers (and of itself): the certificate is for both, as kubeadm's etcd
+// server and peer certificates. Issued as Serving's.
+func (ca *CA) Member(dir, name, cn string, dnsNames []string, ips []net.IP) (Pair, error) {
+	return ca.named(dir, name, cn, dnsNames, ips, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
+func (ca *CA) named(dir, name, cn string, dnsNames []string, ips []net.IP, usages ...x509.ExtKeyUsage) (Pair, error) {
+	if p, err := loadPair(dir, name); err == nil && covers(ca.signed(p), dnsNames, ips) {
 		return p, nil
 	}
 	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: name},
+		Subject:     pkix.Name{CommonName: cn},
 		DNSNames:    dnsNames,
 		IPAddresses: ips,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage: usages,
 	}
 	return ca.issue(dir, name, tmpl)
 }
@@ -119,7 +133,7 @@ func (ca *CA) Serving(dir, name string, dnsNames []string, ips []net.IP) (Pair, 
 // Client returns dir/name.crt/.key for a client certificate of user and
 // groups, issuing it when absent.
 func (ca *CA) Client(dir, name, user string, groups []string) (Pair, error) {
-	if p, err := loadPair(dir, name); err == nil {
+	if p, err := loadPair(dir, name); err == nil && ca.signed(p) != nil {
 		return p, nil
 	}
 	tmpl := &x509.Certificate{
@@ -127,6 +141,21 @@ func (ca *CA) Client(dir, name, user string, groups []string) (Pair, error) {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	return ca.issue(dir, name, tmpl)
+}
+
+// WriteCert writes the CA's certificate (not its key) to path, as a
+// bundle for a program that trusts it, unless path holds it already.
+func (ca *CA) WriteCert(path string) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, ca.CertPEM) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	if err := os.WriteFile(path, ca.CertPEM, 0o644); err != nil {
+		return fmt.Errorf("write the CA certificate to %s: %w", path, err)
+	}
+	return nil
 }
 
 func (ca *CA) issue(dir, name string, tmpl *x509.Certificate) (Pair, error) {
@@ -149,13 +178,24 @@ func (ca *CA) issue(dir, name string, tmpl *x509.Certificate) (Pair, error) {
 	return p, savePair(dir, name, p)
 }
 
-func covers(p Pair, dnsNames []string, ips []net.IP) bool {
+// signed is p's certificate if it is valid now and this CA signed it
+// (files of another CA, say before --ca-dir named a shared one, are
+// issued anew), else nil.
+func (ca *CA) signed(p Pair) *x509.Certificate {
 	tc, err := p.TLS()
 	if err != nil {
-		return false
+		return nil
 	}
 	cert, err := x509.ParseCertificate(tc.Certificate[0])
-	if err != nil || time.Now().After(cert.NotAfter) {
+	if err != nil || time.Now().After(cert.NotAfter) || cert.CheckSignatureFrom(ca.Cert) != nil {
+		return nil
+	}
+	return cert
+}
+
+// covers says whether cert (nil: none) is for every name and IP.
+func covers(cert *x509.Certificate, dnsNames []string, ips []net.IP) bool {
+	if cert == nil {
 		return false
 	}
 	for _, n := range dnsNames {
@@ -202,9 +242,12 @@ func loadPair(dir, name string) (Pair, error) {
 	return Pair{CertPEM: c, KeyPEM: k}, nil
 }
 
+// savePair writes dir/name.crt and .key; name may lead through a
+// subdirectory (kubeadm's etcd/server).
 func savePair(dir, name string, p Pair) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
+	sub := filepath.Dir(filepath.Join(dir, name))
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", sub, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".key"), p.KeyPEM, 0o600); err != nil {
 		return fmt.Errorf("write %s key: %w", name, err)

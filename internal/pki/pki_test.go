@@ -51,3 +51,45 @@ func TestCertificatesPersistAndVerify(t *testing.T) {
 		t.Fatalf("client certificate does not verify: %v", err)
 	}
 }
+
+// TestMemberAndReissue: a member certificate is for server and client use
+// under its common name; files another CA signed are issued anew.
+func TestMemberAndReissue(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ca.Member(dir, "server", "svcnet", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, _ := p.TLS()
+	leaf, _ := x509.ParseCertificate(tc.Certificate[0])
+	if leaf.Subject.CommonName != "svcnet" {
+		t.Errorf("common name %q", leaf.Subject.CommonName)
+	}
+	for _, u := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca.Pool(), DNSName: "127.0.0.1", KeyUsages: []x509.ExtKeyUsage{u}}); err != nil {
+			t.Errorf("usage %v: %v", u, err)
+		}
+	}
+	client, err := ca.Client(dir, "client", "someone", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := other.Member(dir, "server", "svcnet", []string{"localhost"}, nil); bytes.Equal(again.CertPEM, p.CertPEM) {
+		t.Error("another CA reused the member certificate")
+	}
+	reissued, _ := other.Client(dir, "client", "someone", nil)
+	if bytes.Equal(reissued.CertPEM, client.CertPEM) {
+		t.Error("another CA reused the client certificate")
+	}
+	if again, _ := other.Client(dir, "client", "someone", nil); !bytes.Equal(again.CertPEM, reissued.CertPEM) {
+		t.Error("the reissued client certificate is not reused")
+	}
+}

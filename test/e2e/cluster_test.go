@@ -108,8 +108,8 @@ func newCluster(t *testing.T) *cluster {
 		dataDir:    t.TempDir(),
 		cacheDir:   t.TempDir(),
 		apiAddr:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		etcdClient: storagetest.FreeURL(t),
-		etcdPeer:   storagetest.FreeURL(t),
+		etcdClient: fmt.Sprintf("https://127.0.0.1:%d", freePort(t)),
+		etcdPeer:   fmt.Sprintf("https://127.0.0.1:%d", freePort(t)),
 	}
 }
 

@@ -58,7 +58,12 @@ func normalize(lines []string) string {
 // "machine ARGS": the page runs `svcnet up ARGS` on a fresh machine (see
 // machine), and its commands run there as a user of that machine would
 // run them, with KUBECONFIG=/var/lib/svcnet/kubeconfig.
+// The other pages' commands run on a cluster of the test's, where a path
+// under the default data dir names the same file under its data dir.
 var docsMarker = regexp.MustCompile(`<!-- docs test: (node|machine)([^>]*)-->`)
+
+// defaultDataDir is root's data dir, which the pages name.
+const defaultDataDir = "/var/lib/svcnet"
 
 // TestDocsExamples runs every console example in docs/ and the README
 // against a fresh cluster and compares the output.
@@ -106,11 +111,15 @@ func TestDocsExamples(t *testing.T) {
 					}
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				cmd := exec.CommandContext(ctx, "sh", "-c", st.cmd)
+				command := st.cmd
+				if m == nil {
+					command = strings.ReplaceAll(command, defaultDataDir+"/", c.dataDir+"/")
+				}
+				cmd := exec.CommandContext(ctx, "sh", "-c", command)
 				kubeconfig := c.kubeconfig()
 				if m != nil {
 					cmd = exec.CommandContext(ctx, "ip", "netns", "exec", m.name, "sh", "-c", `mount --bind "$1" /var/lib && exec sh -c "$2"`, "sh", m.varLib, st.cmd)
-					kubeconfig = "/var/lib/svcnet/kubeconfig"
+					kubeconfig = defaultDataDir + "/kubeconfig"
 				}
 				cmd.Dir = "../.." // files such as docs/examples/ are named from the checkout's root
 				cmd.Env = append(os.Environ(), "PATH="+bin+":"+filepath.Dir(binary)+":"+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig,

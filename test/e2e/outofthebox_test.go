@@ -57,7 +57,7 @@ func startOnMachine(t *testing.T, m *machine, args ...string) *nodeCluster {
 	t.Helper()
 	c := newCluster(t)
 	c.dataDir = filepath.Join(m.varLib, "svcnet")
-	c.apiAddr, c.etcdClient = "127.0.0.1:6443", "http://127.0.0.1:2379"
+	c.apiAddr, c.etcdClient = "127.0.0.1:6443", "https://127.0.0.1:2379"
 	c.inNetns = m.name
 	c.upCommand = append([]string{"sh", "-c", `mount --bind "$1" /var/lib && b=$2 && shift 2 && exec "$b" up "$@"`, "sh", m.varLib, binary}, args...)
 	nc := &nodeCluster{cluster: c, netns: m.name}

@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // TestRestartKeepsObjects: after `svcnet up` restarts on the same data dir,
@@ -28,11 +25,7 @@ func TestRestartKeepsObjects(t *testing.T) {
 		t.Fatalf("objects changed across restart:\nbefore %s\nafter  %s", before, after)
 	}
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcdClient}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := c.etcd()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := cli.Get(ctx, "/registry/configmaps/keep/kept")

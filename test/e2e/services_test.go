@@ -17,7 +17,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/registry/service"
+	"github.com/svcnet/svcnet/internal/storage"
 )
 
 // The Service tests need only the API: they run `svcnet apiserver`.
@@ -58,9 +58,20 @@ func (c *cluster) runAPIServer(args ...string) {
 	c.waitReady(false)
 }
 
+// etcdFiles are the data dir's pki/<name>.crt and .key, with the CA
+// bundle pki/etcd/ca.crt: the embedded etcd's files as docs/etcd.md lays
+// them out.
+func etcdFiles(dataDir, name string) storage.TLSFiles {
+	pki := filepath.Join(dataDir, "pki")
+	return storage.TLSFiles{CertFile: filepath.Join(pki, name+".crt"), KeyFile: filepath.Join(pki, name+".key"),
+		TrustedCAFile: filepath.Join(pki, "etcd", "ca.crt")}
+}
+
+// etcd is a client of the cluster's embedded etcd, with the etcdctl
+// certificate of its data dir.
 func (c *cluster) etcd() *clientv3.Client {
 	c.t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcdClient}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := storage.Connect([]string{c.etcdClient}, etcdFiles(c.dataDir, "etcd/healthcheck-client"))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -533,7 +544,9 @@ func TestServiceTwoAPIServers(t *testing.T) {
 	// sharing an etcd must.
 	_, port, _ := net.SplitHostPort(a.apiAddr)
 	b := &cluster{t: t, dataDir: t.TempDir(), cacheDir: t.TempDir(), apiAddr: "127.0.0.2:" + port, etcdClient: a.etcdClient}
-	b.runAPIServer("--etcd-servers", a.etcdClient, "--ca-dir", filepath.Join(a.dataDir, "pki"))
+	etcdTLS := etcdFiles(a.dataDir, "apiserver-etcd-client")
+	b.runAPIServer("--etcd-servers", a.etcdClient, "--ca-dir", filepath.Join(a.dataDir, "pki"),
+		"--etcd-cafile", etcdTLS.TrustedCAFile, "--etcd-certfile", etcdTLS.CertFile, "--etcd-keyfile", etcdTLS.KeyFile)
 	t.Cleanup(b.stop)
 	// a's admin kubeconfig and a token a issued work on b.
 	if out, err := a.kubectl("", "--server=https://"+b.apiAddr, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); err != nil || out != "svcnet-admin" {

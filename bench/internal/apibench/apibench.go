@@ -13,7 +13,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/svcnet/svcnet/bench/internal/benchenv"
 	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/storage"
 )
 
 // Options size a run.
@@ -73,8 +73,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer srv.Stop()
-	cs, etcdClient := srv.Client, srv.EtcdClient
-	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdClient}, Logger: zap.NewNop()})
+	cs := srv.Client
+	// The baseline's client is the API server's, TLS included.
+	ec, err := storage.Connect(srv.EtcdEndpoints, srv.EtcdTLS)
 	if err != nil {
 		return nil, err
 	}

@@ -35,8 +35,6 @@ type Server struct {
 	*cluster.APIServer
 	// Client is unthrottled.
 	Client kubernetes.Interface
-	// EtcdClient is the embedded etcd's client host:port.
-	EtcdClient string
 	// DataDir is the server's data dir (its pki holds the cluster CA).
 	DataDir string
 
@@ -60,7 +58,7 @@ func StartServer(ctx context.Context, options ...func(*cluster.APIServerOptions)
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	o := cluster.APIServerOptions{
-		DataDir: dir, BindAddress: addrs[0], EtcdClientURL: "http://" + addrs[1], EtcdPeerURL: "http://" + addrs[2],
+		DataDir: dir, BindAddress: addrs[0], EtcdClientURL: "https://" + addrs[1], EtcdPeerURL: "https://" + addrs[2],
 	}
 	for _, f := range options {
 		f(&o)
@@ -71,7 +69,7 @@ func StartServer(ctx context.Context, options ...func(*cluster.APIServerOptions)
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &Server{APIServer: api, EtcdClient: addrs[1], DataDir: dir, stop: func() { cancel(); _ = api.Wait(); os.RemoveAll(dir) }}
+	s := &Server{APIServer: api, DataDir: dir, stop: func() { cancel(); _ = api.Wait(); os.RemoveAll(dir) }}
 	cfg, err := clientcmd.BuildConfigFromFlags("", api.Kubeconfig)
 	if err == nil {
 		cfg.QPS, cfg.Burst = 1e6, 1e6

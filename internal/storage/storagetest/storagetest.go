@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/svcnet/svcnet/internal/storage"
 )
@@ -57,9 +56,9 @@ func Start(t testing.TB) *clientv3.Client {
 	return cli
 }
 
-// StartEmbedded starts an embedded etcd as c says, in a temporary
-// directory on free ports unless c places it, and returns it with a
-// client for it; both are closed when the test ends.
+// StartEmbedded starts an embedded etcd as c says (without TLS), in a
+// temporary directory on free ports unless c places it, and returns it
+// with a client for it; both are closed when the test ends.
 func StartEmbedded(t testing.TB, c storage.EmbeddedConfig) (*storage.Embedded, *clientv3.Client) {
 	t.Helper()
 	if c.Dir == "" {
@@ -77,7 +76,7 @@ func StartEmbedded(t testing.TB, c storage.EmbeddedConfig) (*storage.Embedded, *
 		cancel()
 		t.Fatal(err)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL}, Logger: zap.NewNop()})
+	cli, err := storage.Connect([]string{e.ClientURL}, storage.TLSFiles{})
 	if err != nil {
 		cancel()
 		e.Close()
