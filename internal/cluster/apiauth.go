@@ -114,11 +114,14 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kub
 // key) fail that list until the key is back, while everything else must
 // still be served, as upstream's API server does.
 func (a *apiAuth) start(ctx, wait context.Context) error {
-	a.factory.Start(ctx.Done())
 	p, core := a.factory.Rbac().V1(), a.factory.Core().V1()
-	for _, inf := range []cache.SharedIndexInformer{p.Roles().Informer(), p.RoleBindings().Informer(), p.ClusterRoles().Informer(),
-		p.ClusterRoleBindings().Informer(), core.ServiceAccounts().Informer(), core.Pods().Informer(), core.Nodes().Informer(),
-		core.PersistentVolumeClaims().Informer()} {
+	informers := []cache.SharedIndexInformer{p.Roles().Informer(), p.RoleBindings().Informer(), p.ClusterRoles().Informer(),
+		p.ClusterRoleBindings().Informer(), core.ServiceAccounts().Informer(), core.Pods().Informer(), core.Nodes().Informer()}
+	if a.admission != nil { // the Node authorizer's
+		informers = append(informers, core.PersistentVolumeClaims().Informer())
+	}
+	a.factory.Start(ctx.Done())
+	for _, inf := range informers {
 		if !cache.WaitForCacheSync(wait.Done(), inf.HasSynced) {
 			return fmt.Errorf("list for authentication and authorization: %w", wait.Err())
 		}
