@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/internal/node/objectcache"
@@ -77,32 +76,14 @@ func (a *Agent) watchVolumeSources(ctx context.Context) {
 	core := a.client.CoreV1()
 	a.volumes = &volumeManager{
 		client: a.client,
-		configMaps: objectcache.New(ctx, objectcache.Source{
-			Resource: corev1.Resource("configmap"), Object: &corev1.ConfigMap{},
-			List: func(ctx context.Context, ns string, o metav1.ListOptions) (runtime.Object, error) {
-				return core.ConfigMaps(ns).List(ctx, o)
-			},
-			Watch: func(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
-				return core.ConfigMaps(ns).Watch(ctx, o)
-			},
-			Get: func(ctx context.Context, ns, name string) (runtime.Object, error) {
-				return core.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-			},
-			Client: a.client,
-		}, a.volumeSourceChanged(podutil.VolumeConfigMaps)),
-		secrets: objectcache.New(ctx, objectcache.Source{
-			Resource: corev1.Resource("secret"), Object: &corev1.Secret{},
-			List: func(ctx context.Context, ns string, o metav1.ListOptions) (runtime.Object, error) {
-				return core.Secrets(ns).List(ctx, o)
-			},
-			Watch: func(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
-				return core.Secrets(ns).Watch(ctx, o)
-			},
-			Get: func(ctx context.Context, ns, name string) (runtime.Object, error) {
-				return core.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-			},
-			Client: a.client,
-		}, a.volumeSourceChanged(podutil.VolumeSecrets)),
+		configMaps: objectcache.New(ctx, objectcache.SourceOf(corev1.Resource("configmap"), &corev1.ConfigMap{}, a.client,
+			func(ns string) objectcache.Namespaced[*corev1.ConfigMap, *corev1.ConfigMapList] {
+				return core.ConfigMaps(ns)
+			}),
+			a.volumeSourceChanged(podutil.VolumeConfigMaps)),
+		secrets: objectcache.New(ctx, objectcache.SourceOf(corev1.Resource("secret"), &corev1.Secret{}, a.client,
+			func(ns string) objectcache.Namespaced[*corev1.Secret, *corev1.SecretList] { return core.Secrets(ns) }),
+			a.volumeSourceChanged(podutil.VolumeSecrets)),
 		pvDir:  filepath.Join(a.cfg.DataDir, "pv"),
 		tokens: token.New(a.client),
 		failed: map[types.UID]error{},

@@ -38,6 +38,32 @@ type Source struct {
 	Client any
 }
 
+// Namespaced is a typed client of one kind in a namespace (client-go's
+// SecretInterface, ConfigMapInterface).
+type Namespaced[T, L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+}
+
+// SourceOf is the Source of a typed client: in gives the kind's client in
+// a namespace, empty is an empty object of the kind, clientset the
+// clientset behind them.
+func SourceOf[T, L runtime.Object](resource schema.GroupResource, empty T, clientset any, in func(namespace string) Namespaced[T, L]) Source {
+	return Source{
+		Resource: resource, Object: empty, Client: clientset,
+		List: func(ctx context.Context, ns string, o metav1.ListOptions) (runtime.Object, error) {
+			return in(ns).List(ctx, o)
+		},
+		Watch: func(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
+			return in(ns).Watch(ctx, o)
+		},
+		Get: func(ctx context.Context, ns, name string) (runtime.Object, error) {
+			return in(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+	}
+}
+
 // Cache is the watched objects of one kind.
 type Cache struct {
 	src Source
