@@ -225,6 +225,18 @@ func TestJoinNode(t *testing.T) {
 	// It runs a pod.
 	c.must("run", "joined-pod", "--image", "nginx", "--overrides", `{"spec":{"nodeName":"`+joined+`"}}`)
 	c.waitReady("joined-pod", "True", 60*time.Second)
+	// As system:node:<joined> under the Node authorizer, it reads what its
+	// pods use (their kube-root-ca.crt) and no other Secret.
+	c.must("create", "secret", "generic", "not-for-nodes", "--from-literal=pw=x")
+	as := func(args ...string) []string {
+		return append([]string{"--kubeconfig", filepath.Join(dir2, "kubelet.conf"), "--server", "https://" + c.apiAddr}, args...)
+	}
+	if out := c.must(as("get", "configmap", "kube-root-ca.crt", "-o", "name")...); strings.TrimSpace(out) != "configmap/kube-root-ca.crt" {
+		t.Errorf("the joined node reads its pod's ConfigMap: %q", out)
+	}
+	if out, want := c.fails(as("get", "secret", "not-for-nodes")...), `User "system:node:`+joined+`" cannot get resource "secrets" in API group "" in the namespace "default": no relationship found between node '`+joined+`' and this object`; !strings.Contains(out, want) {
+		t.Errorf("the joined node reads a Secret none of its pods uses:\n%s\nwant %s", out, want)
+	}
 
 	// Restarted with the token deleted, it runs on its kubeconfig: a new
 	// pod runs there.
