@@ -48,6 +48,8 @@ type apiAuth struct {
 	tokens    *saregistry.Tokens
 	objects   *serviceaccount.Cached
 	key       *serviceaccount.Key
+	// listed are the informers whose lists start waits for.
+	listed []cache.SharedIndexInformer
 }
 
 func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kubernetes.Interface) (*apiAuth, error) {
@@ -75,8 +77,10 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kub
 			if err := pods.AddIndexers(nodeauthorizer.Indexers); err != nil {
 				return nil, fmt.Errorf("node authorizer: %w", err)
 			}
+			claims := core.PersistentVolumeClaims()
+			a.listed = append(a.listed, claims.Informer())
 			chain = append(chain, &nodeauthorizer.Authorizer{Pods: pods.GetIndexer(),
-				Claims: core.PersistentVolumeClaims().Lister(), Rules: bootstrappolicy.NodeRules()})
+				Claims: claims.Lister(), Rules: bootstrappolicy.NodeRules()})
 			a.admission = admission.Chain{noderestriction.New(core.Pods().Lister(), core.Nodes().Lister())}
 		case AuthorizationRBAC:
 			chain = append(chain, a.rbac)
@@ -117,9 +121,7 @@ func (a *apiAuth) start(ctx, wait context.Context) error {
 	p, core := a.factory.Rbac().V1(), a.factory.Core().V1()
 	informers := []cache.SharedIndexInformer{p.Roles().Informer(), p.RoleBindings().Informer(), p.ClusterRoles().Informer(),
 		p.ClusterRoleBindings().Informer(), core.ServiceAccounts().Informer(), core.Pods().Informer(), core.Nodes().Informer()}
-	if a.admission != nil { // the Node authorizer's
-		informers = append(informers, core.PersistentVolumeClaims().Informer())
-	}
+	informers = append(informers, a.listed...)
 	a.factory.Start(ctx.Done())
 	for _, inf := range informers {
 		if !cache.WaitForCacheSync(wait.Done(), inf.HasSynced) {

@@ -140,8 +140,12 @@ func Up(ctx context.Context, o UpOptions) error {
 		stop() // so does an API server that fails
 	}()
 
-	// As kubeadm's bootstrap-token phase: what joining nodes need.
-	err = joinObjects(ctx, &o.APIServer, a)
+	// One admin client for what up writes itself.
+	admin, err := adminClient(a.Kubeconfig)
+	if err == nil {
+		// As kubeadm's bootstrap-token phase: what joining nodes need.
+		err = joinObjects(ctx, &o.APIServer, a, admin)
+	}
 	if err != nil {
 		stopAPI()
 		<-apiDone
@@ -165,10 +169,6 @@ func Up(ctx context.Context, o UpOptions) error {
 	cm.CSRSigning.CertFile = filepath.Join(o.APIServer.caDir(), "ca.crt")
 	cm.CSRSigning.KeyFile = filepath.Join(o.APIServer.caDir(), "ca.key")
 	proxyKubeconfig, err := componentKubeconfig(&o.APIServer, a.URL, o.APIServer.DataDir, "kube-proxy", "system:kube-proxy")
-	var admin kubernetes.Interface
-	if err == nil {
-		admin, err = adminClient(a.Kubeconfig)
-	}
 	if err != nil {
 		stopAPI()
 		<-apiDone
@@ -208,11 +208,9 @@ func Up(ctx context.Context, o UpOptions) error {
 	if slices.Contains(o.Disable, addonCoreDNS) {
 		ready.dns = "" // nothing to wait for
 	} else {
-		err = applyAddons(ctx, a, o)
+		err = applyAddons(ctx, admin, o)
 	}
-	if err == nil {
-		ready.client, err = adminClient(a.Kubeconfig)
-	}
+	ready.client = admin
 	switch {
 	case err != nil:
 		errs <- err
@@ -233,16 +231,12 @@ func Up(ctx context.Context, o UpOptions) error {
 
 // joinObjects writes cluster-info (with the advertised URL and the
 // cluster CA) and the join RBAC.
-func joinObjects(ctx context.Context, o *APIServerOptions, a *APIServer) error {
+func joinObjects(ctx context.Context, o *APIServerOptions, a *APIServer, admin kubernetes.Interface) error {
 	ca, err := pki.LoadOrCreateCA(o.caDir())
 	if err != nil {
 		return err
 	}
-	client, err := adminClient(a.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	if err := ensureJoinObjects(ctx, client, a.AdvertiseURL, ca.CertPEM); err != nil {
+	if err := ensureJoinObjects(ctx, admin, a.AdvertiseURL, ca.CertPEM); err != nil {
 		return fmt.Errorf("objects for joining nodes: %w", err)
 	}
 	return nil
@@ -252,11 +246,7 @@ func joinObjects(ctx context.Context, o *APIServerOptions, a *APIServer) error {
 const addonCoreDNS = "coredns"
 
 // applyAddons installs cluster DNS.
-func applyAddons(ctx context.Context, a *APIServer, o UpOptions) error {
-	client, err := adminClient(a.Kubeconfig)
-	if err != nil {
-		return err
-	}
+func applyAddons(ctx context.Context, client kubernetes.Interface, o UpOptions) error {
 	dnsIP, err := netip.ParseAddr(o.Node.ClusterDNS)
 	if err != nil {
 		return fmt.Errorf("--cluster-dns %q: %w", o.Node.ClusterDNS, err)
