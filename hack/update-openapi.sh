@@ -28,6 +28,8 @@ inputs=(
 	k8s.io/api/core/v1
 	k8s.io/api/apps/v1
 	k8s.io/api/autoscaling/v1
+	k8s.io/api/autoscaling/v2
+	k8s.io/api/batch/v1
 	k8s.io/api/discovery/v1
 	k8s.io/api/networking/v1
 	k8s.io/api/storage/v1
@@ -37,6 +39,7 @@ inputs=(
 	k8s.io/api/authentication/v1
 	k8s.io/api/authorization/v1
 	k8s.io/api/certificates/v1
+	k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1
 	k8s.io/apimachinery/pkg/apis/meta/v1
 	k8s.io/apimachinery/pkg/runtime
 	k8s.io/apimachinery/pkg/util/intstr

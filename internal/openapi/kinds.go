@@ -10,6 +10,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -33,6 +36,8 @@ var schemeBuilders = []func(*runtime.Scheme) error{
 	corev1.AddToScheme,
 	appsv1.AddToScheme,
 	autoscalingv1.AddToScheme,
+	autoscalingv2.AddToScheme,
+	batchv1.AddToScheme,
 	discoveryv1.AddToScheme,
 	networkingv1.AddToScheme,
 	storagev1.AddToScheme,
@@ -42,6 +47,7 @@ var schemeBuilders = []func(*runtime.Scheme) error{
 	authenticationv1.AddToScheme,
 	authorizationv1.AddToScheme,
 	certificatesv1.AddToScheme,
+	apiextensionsv1.AddToScheme,
 }
 
 // kindIndex maps between group-version-kinds and OpenAPI model names, the
