@@ -8,10 +8,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/svcnet/svcnet/internal/registry"
 )
@@ -22,8 +24,27 @@ const aggregatedType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupD
 
 var allVerbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 
-// discovery answers /api, /apis and the per-group-version resource lists,
-// computed once from the resource set (it does not change while running).
+// discoveryCache holds the discovery documents of the resource set's
+// current generation, computed again when the set changes (a custom
+// resource definition comes or goes).
+type discoveryCache struct {
+	mu  sync.Mutex
+	gen uint64
+	d   *discovery
+}
+
+func (c *discoveryCache) get(set *registry.Set) *discovery {
+	gen := set.Generation()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.d == nil || c.gen != gen {
+		c.d, c.gen = newDiscovery(set), gen
+	}
+	return c.d
+}
+
+// discovery answers /api, /apis and the per-group-version resource lists
+// of one generation of the resource set.
 type discovery struct {
 	core       apidiscoveryv2.APIGroupDiscoveryList
 	groups     apidiscoveryv2.APIGroupDiscoveryList
@@ -122,17 +143,30 @@ func newDiscovery(set *registry.Set) *discovery {
 			resources = append(resources, rd)
 		}
 		d.byGV[gv.String()] = list
-		version := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Resources: resources, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+		vd := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Resources: resources, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
 		if gv.Group == "" {
-			d.core.Items = append(d.core.Items, apidiscoveryv2.APIGroupDiscovery{Versions: []apidiscoveryv2.APIVersionDiscovery{version}})
+			d.core.Items = append(d.core.Items, apidiscoveryv2.APIGroupDiscovery{Versions: []apidiscoveryv2.APIVersionDiscovery{vd}})
 			continue
 		}
-		g := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: gv.Group}, Versions: []apidiscoveryv2.APIVersionDiscovery{version}}
-		d.groups.Items = append(d.groups.Items, g)
-		gvd := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
-		group := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: gv.Group,
-			Versions: []metav1.GroupVersionForDiscovery{gvd}, PreferredVersion: gvd}
-		d.byGroup[gv.Group] = group
+		if n := len(d.groups.Items); n == 0 || d.groups.Items[n-1].Name != gv.Group {
+			d.groups.Items = append(d.groups.Items, apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: gv.Group}})
+		}
+		g := &d.groups.Items[len(d.groups.Items)-1]
+		g.Versions = append(g.Versions, vd)
+	}
+	// A group's versions go in preference order (v2, v1, v1beta1, ...),
+	// the first preferred, as upstream orders custom resource versions.
+	for i := range d.groups.Items {
+		g := &d.groups.Items[i]
+		sort.SliceStable(g.Versions, func(a, b int) bool {
+			return version.CompareKubeAwareVersionStrings(g.Versions[a].Version, g.Versions[b].Version) > 0
+		})
+		group := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: g.Name}
+		for _, v := range g.Versions {
+			group.Versions = append(group.Versions, metav1.GroupVersionForDiscovery{GroupVersion: g.Name + "/" + v.Version, Version: v.Version})
+		}
+		group.PreferredVersion = group.Versions[0]
+		d.byGroup[g.Name] = group
 		d.groupList.Groups = append(d.groupList.Groups, group)
 	}
 	d.pathsCache = []string{"/.well-known/openid-configuration", "/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v2", "/openapi/v3", "/openid/v1/jwks", "/readyz", "/version"}

@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 
@@ -18,11 +20,18 @@ import (
 type fieldManagers struct {
 	tc managedfields.TypeConverter
 	mu sync.Mutex
-	m  map[string]*managedfields.FieldManager
+	m  map[managerKey]*managedfields.FieldManager
+}
+
+// managerKey names a field manager: a resource (a custom resource's
+// changes with its definition) and a subresource.
+type managerKey struct {
+	res *registry.Resource
+	sub string
 }
 
 func newFieldManagers() *fieldManagers {
-	return &fieldManagers{tc: applyconfigurations.NewTypeConverter(registry.Scheme), m: map[string]*managedfields.FieldManager{}}
+	return &fieldManagers{tc: applyconfigurations.NewTypeConverter(registry.Scheme), m: map[managerKey]*managedfields.FieldManager{}}
 }
 
 // defaulter runs a kind's strategy defaults, so that applied configurations
@@ -32,14 +41,22 @@ type defaulter struct{ res *registry.Resource }
 func (d defaulter) Default(obj runtime.Object) { d.res.Strategy.Default(obj) }
 
 func (f *fieldManagers) get(res *registry.Resource, sub string) (*managedfields.FieldManager, error) {
-	k := res.Kind.String() + "/" + sub
+	k := managerKey{res, sub}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fm, ok := f.m[k]; ok {
 		return fm, nil
 	}
-	fm, err := managedfields.NewDefaultFieldManager(f.tc, registry.Scheme, defaulter{res}, registry.Scheme,
-		res.Kind, res.Kind.GroupVersion(), sub, nil)
+	var fm *managedfields.FieldManager
+	var err error
+	if u := res.Unstructured; u != nil {
+		storage := schema.GroupVersion{Group: res.Kind.Group, Version: u.StorageVersion}
+		fm, err = managedfields.NewDefaultCRDFieldManager(u.TypeConverter, unstructuredConverter{}, defaulter{res}, unstructuredConverter{},
+			res.Kind, storage, sub, nil)
+	} else {
+		fm, err = managedfields.NewDefaultFieldManager(f.tc, registry.Scheme, defaulter{res}, registry.Scheme,
+			res.Kind, res.Kind.GroupVersion(), sub, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("field manager for %s: %w", res.Kind, err)
 	}
@@ -66,4 +83,43 @@ func (f *fieldManagers) apply(res *registry.Resource, sub string, live, applied 
 		return nil, err
 	}
 	return fm.Apply(live, applied, manager, force)
+}
+
+// unstructuredConverter makes and converts objects without a Go type for
+// the field manager: versions of a custom resource differ only in
+// apiVersion (upstream's None conversion).
+type unstructuredConverter struct{}
+
+func (unstructuredConverter) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+func (unstructuredConverter) Convert(in, out, _ interface{}) error {
+	src, ok := in.(*unstructured.Unstructured)
+	dst, ok2 := out.(*unstructured.Unstructured)
+	if !ok || !ok2 {
+		return fmt.Errorf("unstructured conversion of %T to %T", in, out)
+	}
+	dst.Object = runtime.DeepCopyJSON(src.Object)
+	return nil
+}
+
+func (unstructuredConverter) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	u, ok := in.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("unstructured conversion of %T", in)
+	}
+	gvk, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{u.GroupVersionKind()})
+	if !ok {
+		return nil, fmt.Errorf("%s cannot be converted to %v", u.GroupVersionKind(), target)
+	}
+	out := u.DeepCopy()
+	out.SetGroupVersionKind(gvk)
+	return out, nil
+}
+
+func (unstructuredConverter) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
 }

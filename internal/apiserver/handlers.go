@@ -6,6 +6,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -31,6 +32,12 @@ func decodeQuery(r *http.Request, into runtime.Object) error {
 
 // serveResource runs one verb on a resolved resource path.
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, ri *requestInfo) {
+	if ri.res.Unstructured != nil {
+		if err := withoutProtobuf(r); err != nil {
+			writeError(w, r, err)
+			return
+		}
+	}
 	if ri.subresource == "log" {
 		if err := s.servePodLog(w, r, ri); err != nil {
 			writeError(w, r, err)
@@ -163,6 +170,12 @@ func (s *Server) writeOne(w http.ResponseWriter, r *http.Request, code int, res 
 // partialMetadata is the metadata-only form of an object.
 func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
 	p := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"}}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if m, ok := u.Object["metadata"].(map[string]interface{}); ok {
+			_ = runtime.DefaultUnstructuredConverter.FromUnstructured(m, &p.ObjectMeta)
+		}
+		return p
+	}
 	if oma, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		if om, ok := oma.GetObjectMeta().(*metav1.ObjectMeta); ok {
 			p.ObjectMeta = *om.DeepCopy()

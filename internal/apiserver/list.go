@@ -54,9 +54,9 @@ func newSelector(res *registry.Resource, labelSel, fieldSel string) (*selector, 
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
-	empty, err := registry.Scheme.New(res.Kind)
+	empty, err := newObject(res)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, err
 	}
 	supported := fieldSet(res, empty)
 	for _, req := range fs.Requirements() {
@@ -154,6 +154,9 @@ func (s *Server) listObjects(ctx context.Context, res *registry.Resource, ns str
 	if err != nil {
 		return nil, storageError(err, res, "")
 	}
+	for _, it := range out.Items {
+		served(res, it)
+	}
 	return out, nil
 }
 
@@ -232,13 +235,16 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, ri *requestIn
 
 // listObject builds the typed list (ConfigMapList, ...) of items.
 func (s *Server) listObject(res *registry.Resource, items []runtime.Object, lm metav1.ListMeta) (runtime.Object, error) {
-	l, err := registry.Scheme.New(res.ListKind())
+	l, err := newList(res)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, err
 	}
 	for _, it := range items {
-		// Items carry no apiVersion/kind, as upstream's.
-		it.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		// Items carry no apiVersion/kind, as upstream's, but for custom
+		// resources, whose items are self-describing.
+		if res.Unstructured == nil {
+			it.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		}
 	}
 	if err := meta.SetList(l, items); err != nil {
 		return nil, apierrors.NewInternalError(err)

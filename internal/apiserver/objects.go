@@ -65,17 +65,17 @@ type writeOptions struct {
 
 func key(res *registry.Resource, ns, name string) string {
 	if res.Namespaced {
-		return "/registry/" + res.Resource + "/" + ns + "/" + name
+		return res.Prefix() + ns + "/" + name
 	}
-	return "/registry/" + res.Resource + "/" + name
+	return res.Prefix() + name
 }
 
 // prefix is the etcd prefix of a list; ns "" lists all namespaces.
 func prefix(res *registry.Resource, ns string) string {
 	if res.Namespaced && ns != "" {
-		return "/registry/" + res.Resource + "/" + ns + "/"
+		return res.Prefix() + ns + "/"
 	}
-	return "/registry/" + res.Resource + "/"
+	return res.Prefix()
 }
 
 func rvOf(obj runtime.Object) int64 {
@@ -124,7 +124,7 @@ func (s *Server) get(ctx context.Context, res *registry.Resource, ns, name strin
 	if err != nil {
 		return nil, storageError(err, res, name)
 	}
-	return obj, nil
+	return served(res, obj), nil
 }
 
 // checkNamespace is upstream's NamespaceLifecycle admission for creates.
@@ -237,9 +237,9 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 		// starts again from the request.
 		next := obj.DeepCopyObject()
 		if !o.applied {
-			empty, err := registry.Scheme.New(res.Kind)
+			empty, err := newObject(res)
 			if err != nil {
-				return nil, apierrors.NewInternalError(err)
+				return nil, err
 			}
 			next = s.fields.update(res, "", empty, next, o.manager)
 		}
@@ -254,7 +254,7 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 			done(nil)
 			return next, nil
 		}
-		out, err := s.store.Create(ctx, key(res, a.GetNamespace(), a.GetName()), next, extra)
+		out, err := s.store.Create(ctx, key(res, a.GetNamespace(), a.GetName()), toStorage(res, next), extra)
 		done(err)
 		if retryExtra(err, &extraRetries) || (attempt+1 < maxNameAttempts && errors.Is(err, storage.ErrExists) && generated) {
 			continue
@@ -262,7 +262,7 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 		if err != nil {
 			return nil, storageError(err, res, a.GetName())
 		}
-		return out, nil
+		return served(res, out), nil
 	}
 }
 
@@ -288,8 +288,8 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 	allowCreate bool, mutate mutateFunc) (obj runtime.Object, created bool, err error) {
 	extraRetries := 0
 	for {
-		cur, err := s.store.Get(ctx, key(res, ns, name))
-		if errors.Is(err, storage.ErrNotFound) {
+		cur, err := s.get(ctx, res, ns, name)
+		if apierrors.IsNotFound(err) {
 			if !allowCreate {
 				return nil, false, apierrors.NewNotFound(res.GroupResource(), name)
 			}
@@ -309,7 +309,7 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 			return out, err == nil, err
 		}
 		if err != nil {
-			return nil, false, storageError(err, res, name)
+			return nil, false, err
 		}
 		desired, err := mutate(cur.DeepCopyObject())
 		if err != nil {
@@ -349,7 +349,7 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 			done(nil)
 			return next, false, nil
 		}
-		out, err := s.store.Update(ctx, key(res, ns, name), next, rvOf(cur), extra)
+		out, err := s.store.Update(ctx, key(res, ns, name), toStorage(res, next), rvOf(cur), extra)
 		done(err)
 		if retryExtra(err, &extraRetries) || ((errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound)) && !conditional) {
 			continue
@@ -357,7 +357,7 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 		if err != nil {
 			return nil, false, storageError(err, res, name)
 		}
-		return out, false, nil
+		return served(res, out), false, nil
 	}
 }
 
@@ -554,14 +554,14 @@ func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name st
 			if same, _ := s.sameStored(cur, next); same {
 				return cur, false, nil
 			}
-			out, err := s.store.Update(ctx, key(res, ns, name), next, rvOf(cur), storage.Extra{})
+			out, err := s.store.Update(ctx, key(res, ns, name), toStorage(res, next), rvOf(cur), storage.Extra{})
 			if errors.Is(err, storage.ErrConflict) {
 				continue
 			}
 			if err != nil {
 				return nil, false, storageError(err, res, name)
 			}
-			return out, false, nil
+			return served(res, out), false, nil
 		}
 		if dryRun {
 			return cur, true, s.dryRunDelete(ctx, res, cur)
@@ -587,7 +587,7 @@ func (s *Server) deleteStored(ctx context.Context, res *registry.Resource, ns, n
 	}
 	out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), extra)
 	done(err)
-	return out, err
+	return served(res, out), err
 }
 
 // dryRunDelete runs the Writer's checks of a delete without committing.

@@ -84,7 +84,7 @@ func (s *Server) resolve(r *http.Request) (*requestInfo, bool) {
 // delegation chain to its end, which answers net/http's plain-text
 // "404 page not found".
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	if !s.discovery.claims(r.URL.Path) {
+	if !s.discovery.get(s.resources).claims(r.URL.Path) {
 		http.NotFound(w, r)
 		return
 	}

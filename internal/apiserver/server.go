@@ -68,7 +68,7 @@ type Server struct {
 	openapi    http.Handler
 	version    version.Info
 	metrics    *metrics
-	discovery  *discovery
+	discovery  discoveryCache
 	kubelet    *http.Client
 	authn      *authn.Authenticator
 	authz      authz.Authorizer
@@ -99,7 +99,6 @@ func New(c Config) (*Server, error) {
 	if s.authn == nil {
 		s.authn = &authn.Authenticator{}
 	}
-	s.discovery = newDiscovery(c.Resources)
 	if c.Loopback != nil {
 		c.Loopback.serve(s)
 	}
@@ -205,10 +204,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case p == "/":
-		writeRawJSON(w, http.StatusOK, map[string][]string{"paths": s.discovery.paths()})
+		writeRawJSON(w, http.StatusOK, map[string][]string{"paths": s.discovery.get(s.resources).paths()})
 		return
 	}
-	if s.discovery.serve(w, r) {
+	if s.discovery.get(s.resources).serve(w, r) {
 		return
 	}
 	ri, ok := s.resolve(r)

@@ -190,7 +190,7 @@ func (wt *watcher) sendChange(ev storage.Event, sel *selector) error {
 
 // bookmark sends a BOOKMARK carrying only a resourceVersion.
 func (wt *watcher) bookmark(rev int64, initialEnd bool) error {
-	obj, err := registry.Scheme.New(wt.res.Kind)
+	obj, err := newObject(wt.res)
 	if err != nil {
 		return err
 	}
@@ -217,6 +217,7 @@ func (wt *watcher) sendStatus(err error) error {
 }
 
 func (wt *watcher) send(t watch.EventType, obj runtime.Object) error {
+	obj = served(wt.res, obj)
 	var out runtime.Object = obj
 	switch wt.f.as {
 	case "Table":

@@ -69,6 +69,9 @@ func addWarnings(w http.ResponseWriter, warnings []string) {
 // of res, following the fieldValidation directive for unknown and
 // duplicate fields.
 func decodeObject(res *registry.Resource, kind schema.GroupVersionKind, contentType string, body []byte, directive string) (runtime.Object, []string, error) {
+	if res.Unstructured != nil && kind == res.Kind {
+		return decodeUnstructured(res, kind, contentType, body, directive)
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	if contentType == "" {
 		mt, err = mediaJSON, nil
@@ -325,6 +328,9 @@ func (s *Server) servePatch(w http.ResponseWriter, r *http.Request, ri *requestI
 	kind := bodyKind(ri)
 	var mutate mutateFunc
 	allowCreate := false
+	if ri.res.Unstructured != nil && types.PatchType(pt) == types.StrategicMergePatchType {
+		return unsupportedPatch(pt)
+	}
 	switch types.PatchType(pt) {
 	case types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType:
 		mutate = func(cur runtime.Object) (runtime.Object, error) {
@@ -443,8 +449,8 @@ func (s *Server) applyPatch(ri *requestInfo, cur runtime.Object, body []byte, ma
 	}
 	live := cur
 	if live == nil {
-		if live, err = registry.Scheme.New(ri.res.Kind); err != nil {
-			return nil, apierrors.NewInternalError(err)
+		if live, err = newObject(ri.res); err != nil {
+			return nil, err
 		}
 		a, _ := meta.Accessor(live)
 		a.SetName(ri.name)

@@ -10,12 +10,14 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/internal/storage"
@@ -104,6 +106,35 @@ type Resource struct {
 	// (certificatesigningrequests/approval): get, update and patch of the
 	// whole object, each under rules of its own.
 	Subresources map[string]Subresource
+	// Unstructured, when set, means the resource's objects have no Go
+	// type, as custom resources: they are *unstructured.Unstructured,
+	// read and written as JSON or YAML only, under the rules it holds.
+	Unstructured *Unstructured
+	// StoragePrefix is where the objects live in etcd; empty is
+	// "/registry/<resource>/", as upstream's built-in kinds.
+	StoragePrefix string
+}
+
+// Unstructured holds what the API server needs of a resource whose
+// objects have no Go type (upstream's custom resource handler).
+type Unstructured struct {
+	// StorageVersion is the version objects are stored at; reads at
+	// another served version change only apiVersion (upstream's None
+	// conversion).
+	StorageVersion string
+	// Prune drops the fields the schema does not declare from a decoded
+	// object and returns their paths ("spec.foo"), as upstream's pruning.
+	Prune func(obj map[string]interface{}) []string
+	// TypeConverter describes the objects for server-side apply.
+	TypeConverter managedfields.TypeConverter
+}
+
+// Prefix is the etcd prefix holding the resource's objects.
+func (r *Resource) Prefix() string {
+	if r.StoragePrefix != "" {
+		return r.StoragePrefix
+	}
+	return "/registry/" + r.Resource + "/"
 }
 
 // Subresource is an update subresource whose writes change only part of
@@ -148,47 +179,135 @@ func (r *Resource) ListKind() schema.GroupVersionKind {
 	return r.Kind.GroupVersion().WithKind(r.Kind.Kind + "List")
 }
 
-// Set is every served resource, indexed for the API server's routing.
+// Set is every served resource, indexed for the API server's routing: the
+// built-in ones it is made with, and those added and removed while the
+// server runs (custom resources, as their definitions come and go).
 type Set struct {
+	mu    sync.RWMutex
+	gen   uint64 // bumped on every change
 	all   []*Resource
 	byGVR map[schema.GroupVersionResource]*Resource
 	byGVK map[schema.GroupVersionKind]*Resource
+	// owned maps an owner (a CustomResourceDefinition's name) to what it
+	// added.
+	owned map[string][]*Resource
 }
 
 // NewSet indexes resources and rejects duplicates.
 func NewSet(resources ...*Resource) (*Set, error) {
-	s := &Set{byGVR: map[schema.GroupVersionResource]*Resource{}, byGVK: map[schema.GroupVersionKind]*Resource{}}
+	s := &Set{byGVR: map[schema.GroupVersionResource]*Resource{},
+		byGVK: map[schema.GroupVersionKind]*Resource{}, owned: map[string][]*Resource{}}
 	for _, r := range resources {
 		gvr := r.GroupVersionResource()
 		if _, dup := s.byGVR[gvr]; dup {
 			return nil, fmt.Errorf("resource %s registered twice", gvr)
 		}
-		if r.Strategy == nil {
-			r.Strategy = Base{}
-		}
-		s.byGVR[gvr] = r
-		s.byGVK[r.Kind] = r
-		s.all = append(s.all, r)
+		s.index(r)
 	}
-	sort.SliceStable(s.all, func(i, j int) bool { return s.all[i].Resource < s.all[j].Resource })
+	s.sort()
 	return s, nil
 }
 
+func (s *Set) index(r *Resource) {
+	if r.Strategy == nil {
+		r.Strategy = Base{}
+	}
+	s.byGVR[r.GroupVersionResource()] = r
+	s.byGVK[r.Kind] = r
+	s.all = append(s.all, r)
+}
+
+func (s *Set) sort() {
+	sort.SliceStable(s.all, func(i, j int) bool { return s.all[i].Resource < s.all[j].Resource })
+}
+
+// Replace makes resources the ones owner serves, in place of what it
+// served before; none removes them. A resource another owner or the
+// built-in set already serves is refused.
+func (s *Set) Replace(owner string, resources ...*Resource) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mine := map[schema.GroupVersionResource]bool{}
+	for _, r := range s.owned[owner] {
+		mine[r.GroupVersionResource()] = true
+	}
+	for _, r := range resources {
+		gvr := r.GroupVersionResource()
+		if _, taken := s.byGVR[gvr]; taken && !mine[gvr] {
+			return fmt.Errorf("resource %s is already served", gvr)
+		}
+	}
+	old := s.owned[owner]
+	s.all = without(s.all, old)
+	for _, r := range old {
+		delete(s.byGVR, r.GroupVersionResource())
+		delete(s.byGVK, r.Kind)
+	}
+	delete(s.owned, owner)
+	for _, r := range resources {
+		s.index(r)
+	}
+	if len(resources) > 0 {
+		s.owned[owner] = resources
+	}
+	s.sort()
+	s.gen++
+	return nil
+}
+
+// without returns all without the resources of drop.
+func without(all, drop []*Resource) []*Resource {
+	if len(drop) == 0 {
+		return all
+	}
+	gone := map[*Resource]bool{}
+	for _, r := range drop {
+		gone[r] = true
+	}
+	out := make([]*Resource, 0, len(all))
+	for _, r := range all {
+		if !gone[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Generation changes whenever the set does, so that what is computed from
+// it (discovery, OpenAPI) knows when to compute again.
+func (s *Set) Generation() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.gen
+}
+
 // All returns the resources sorted by plural name.
-func (s *Set) All() []*Resource { return s.all }
+func (s *Set) All() []*Resource {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append([]*Resource(nil), s.all...)
+}
 
 // ByGVR finds a resource by group, version and plural.
-func (s *Set) ByGVR(gvr schema.GroupVersionResource) *Resource { return s.byGVR[gvr] }
+func (s *Set) ByGVR(gvr schema.GroupVersionResource) *Resource {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.byGVR[gvr]
+}
 
 // ByGVK finds a resource by its kind.
-func (s *Set) ByGVK(gvk schema.GroupVersionKind) *Resource { return s.byGVK[gvk] }
+func (s *Set) ByGVK(gvk schema.GroupVersionKind) *Resource {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.byGVK[gvk]
+}
 
 // GroupVersions returns the served group-versions, core first, then groups in
 // name order.
 func (s *Set) GroupVersions() []schema.GroupVersion {
 	seen := map[schema.GroupVersion]bool{}
 	var out []schema.GroupVersion
-	for _, r := range s.all {
+	for _, r := range s.All() {
 		gv := r.Kind.GroupVersion()
 		if !seen[gv] {
 			seen[gv] = true

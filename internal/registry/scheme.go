@@ -3,15 +3,18 @@ package registry
 import (
 	"bytes"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
-// Scheme knows every built-in Kubernetes type and the meta.k8s.io types
-// (Table, PartialObjectMetadata) the API server answers with.
+// Scheme knows every built-in Kubernetes type, CustomResourceDefinitions
+// and the meta.k8s.io types (Table, PartialObjectMetadata) the API server
+// answers with.
 var Scheme = newScheme()
 
 // Codecs encodes and decodes JSON, YAML and protobuf for Scheme. Its
@@ -25,6 +28,9 @@ func newScheme() *runtime.Scheme {
 		panic(err)
 	}
 	if err := metav1.AddMetaToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s
@@ -60,8 +66,16 @@ func (JSONCodec) Encode(obj runtime.Object) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// Decode reads a stored JSON document into its typed object.
+// Decode reads a stored JSON document into its typed object, or into an
+// Unstructured one when its kind has no Go type (a custom resource).
 func (JSONCodec) Decode(data []byte) (runtime.Object, error) {
 	obj, _, err := jsonSerializer.Decode(data, nil, nil)
+	if runtime.IsNotRegisteredError(err) {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			return nil, err
+		}
+		return u, nil
+	}
 	return obj, err
 }
