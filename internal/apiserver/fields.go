@@ -51,10 +51,14 @@ func (f *fieldManagers) get(res *registry.Resource, sub string) (*managedfields.
 	var err error
 	if u := res.Unstructured; u != nil {
 		storage := schema.GroupVersion{Group: res.Kind.Group, Version: u.StorageVersion}
-		fm, err = managedfields.NewDefaultCRDFieldManager(u.TypeConverter, unstructuredConverter{}, defaulter{res}, unstructuredConverter{},
+		fm, err = managedfields.NewDefaultCRDFieldManager(res.TypeConverter, unstructuredConverter{}, defaulter{res}, unstructuredConverter{},
 			res.Kind, storage, sub, nil)
 	} else {
-		fm, err = managedfields.NewDefaultFieldManager(f.tc, registry.Scheme, defaulter{res}, registry.Scheme,
+		tc := res.TypeConverter
+		if tc == nil {
+			tc = f.tc
+		}
+		fm, err = managedfields.NewDefaultFieldManager(tc, registry.Scheme, defaulter{res}, registry.Scheme,
 			res.Kind, res.Kind.GroupVersion(), sub, nil)
 	}
 	if err != nil {

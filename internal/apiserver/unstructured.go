@@ -133,7 +133,8 @@ func decodeUnstructured(res *registry.Resource, kind schema.GroupVersionKind, co
 		}
 	}
 	if len(problems) > 0 && directive == metav1.FieldValidationStrict {
-		return nil, nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(problems, ", "))
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
+			kind.Kind, kind.Version, kind.Kind, strings.Join(problems, ", ")))
 	}
 	return u, problems, nil
 }

@@ -20,13 +20,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/allocator"
+	"github.com/svcnet/svcnet/internal/apiextensions"
 	"github.com/svcnet/svcnet/internal/apiserver"
 	"github.com/svcnet/svcnet/internal/auth/bootstrappolicy"
 	"github.com/svcnet/svcnet/internal/auth/serviceaccount"
@@ -283,16 +286,31 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	}
 	defaultCIDR := defaultservicecidr.New(loopback, serviceCIDRs,
 		controller.NewRecorder(ctx, loopback, defaultservicecidr.ControllerName))
-	// The informers of auth stop after the server.
+	crds, err := apiextensions.New(lb.Config(), set, oapi, controller.NewMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		a.stopStorage()
+		return nil, err
+	}
+	// The informers of auth and the custom resource controllers stop
+	// after the server.
 	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	crdsDone := make(chan struct{})
+	go func() {
+		crds.Run(informerCtx)
+		close(crdsDone)
+	}()
 	stopPolicy := func() {
 		stopInformers()
 		auth.factory.Shutdown()
+		<-crdsDone
 	}
 	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	err = bootstrap(bctx, srv, repair, kubeSvc, defaultCIDR, loopback)
 	if err == nil {
 		err = auth.start(informerCtx, bctx)
+	}
+	if err == nil && !cache.WaitForCacheSync(bctx.Done(), crds.HasSynced) {
+		err = fmt.Errorf("custom resource definitions not read: %w", bctx.Err())
 	}
 	cancel()
 	if err != nil {

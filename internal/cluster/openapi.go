@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -13,7 +12,7 @@ import (
 )
 
 // openAPIHandler serves OpenAPI v2 and v3 for the resource set.
-func openAPIHandler(set *registry.Set) (http.Handler, error) {
+func openAPIHandler(set *registry.Set) (*openapi.Service, error) {
 	var rs []openapi.Resource
 	for _, r := range set.All() {
 		o := openapi.Resource{GVK: r.Kind, Plural: r.Resource, Namespaced: r.Namespaced, CreateOnly: r.Create != nil}

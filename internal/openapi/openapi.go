@@ -31,11 +31,14 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/handler"
 	"k8s.io/kube-openapi/pkg/handler3"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 // Serving paths.
@@ -61,9 +64,15 @@ type Resource struct {
 
 // Service serves /openapi/v2 and /openapi/v3[/...].
 type Service struct {
-	v2            http.Handler
-	v3            *handler3.OpenAPIService
+	v2      http.Handler
+	v2Doc   *handler.OpenAPIService
+	builtin *spec.Swagger // the v2 document of the built-in resources
+	v3      *handler3.OpenAPIService
+	static  map[string]*spec.Schema // v3 schemas custom resources refer to
+
+	mu            sync.RWMutex
 	groupVersions map[string]bool // v3 index keys: "api/v1", "apis/apps/v1"
+	custom        map[string]bool // the keys of custom resources' documents
 }
 
 // New builds the documents for resources. It fails if a resource's kind is
@@ -86,11 +95,17 @@ func New(resources []Resource) (*Service, error) {
 		return nil, fmt.Errorf("openapi: %w", err)
 	}
 	mux := http.NewServeMux()
-	handler.NewOpenAPIService(swagger).RegisterOpenAPIVersionedService(pathV2, mux)
+	v2Doc := handler.NewOpenAPIService(swagger)
+	v2Doc.RegisterOpenAPIVersionedService(pathV2, mux)
 
 	v3 := handler3.NewOpenAPIService()
 	defs := v3Definitions(idx)
-	s := &Service{v2: mux, v3: v3, groupVersions: map[string]bool{}}
+	static, err := metaSchemas(defs, idx)
+	if err != nil {
+		return nil, fmt.Errorf("openapi: %w", err)
+	}
+	s := &Service{v2: mux, v2Doc: v2Doc, builtin: swagger, v3: v3, static: static,
+		groupVersions: map[string]bool{}, custom: map[string]bool{}}
 	for _, g := range gvs {
 		doc, err := buildV3(g, defs, idx)
 		if err != nil {
@@ -116,7 +131,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.v2.ServeHTTP(w, r)
 	case p == pathV3:
 		s.v3.HandleDiscovery(w, r)
-	case strings.HasPrefix(p, pathV3+"/") && s.groupVersions[strings.TrimPrefix(p, pathV3+"/")]:
+	case strings.HasPrefix(p, pathV3+"/") && s.served(strings.TrimPrefix(p, pathV3+"/")):
 		// handler3 answers an unknown group-version with an empty 200, so
 		// only known ones reach it.
 		s.v3.HandleGroupVersion(w, r)
@@ -143,4 +158,43 @@ func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, me
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	_, _ = w.Write(append(body, '\n'))
+}
+
+func (s *Service) served(key string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.groupVersions[key] || s.custom[key]
+}
+
+// StaticSchemas are the v3 schemas of the meta types (ObjectMeta, ...)
+// that custom resource schemas refer to.
+func (s *Service) StaticSchemas() map[string]*spec.Schema { return s.static }
+
+// SetCustomResources replaces the documents of custom resources: v2 are
+// merged into /openapi/v2 beside the built-in resources, and v3 are the
+// documents of their group-versions, keyed "apis/<group>/<version>".
+func (s *Service) SetCustomResources(v2 []*spec.Swagger, v3 map[string]*spec3.OpenAPI) error {
+	merged, err := mergeV2(s.builtin, v2)
+	if err != nil {
+		return fmt.Errorf("openapi: merge custom resources: %w", err)
+	}
+	if err := s.v2Doc.UpdateSpec(merged); err != nil {
+		return fmt.Errorf("openapi: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.custom {
+		if _, ok := v3[key]; !ok {
+			s.v3.DeleteGroupVersion(key)
+		}
+	}
+	s.custom = map[string]bool{}
+	for key, doc := range v3 {
+		if s.groupVersions[key] {
+			return fmt.Errorf("openapi: %s is a built-in group-version", key)
+		}
+		s.v3.UpdateGroupVersion(key, doc)
+		s.custom[key] = true
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 
+	crdbuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	"k8s.io/kube-openapi/pkg/builder"
 	"k8s.io/kube-openapi/pkg/builder3"
 	"k8s.io/kube-openapi/pkg/common"
@@ -256,4 +257,21 @@ func uniq(names []string) []string {
 	out := slices.Clone(names)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// metaSchemas are the v3 schemas of ObjectMeta and ListMeta with what they
+// refer to, under their published names.
+func metaSchemas(defs map[string]common.OpenAPIDefinition, idx *kindIndex) (map[string]*spec.Schema, error) {
+	config := &common.OpenAPIV3Config{Info: info(), Definitions: defs, GetDefinitionName: idx.definitionName}
+	return builder3.BuildOpenAPIDefinitionsForResources(config,
+		"io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")
+}
+
+// mergeV2 adds the custom resources' documents to the built-in one, as
+// upstream's apiextensions OpenAPI controller merges them.
+func mergeV2(builtin *spec.Swagger, custom []*spec.Swagger) (*spec.Swagger, error) {
+	if len(custom) == 0 {
+		return builtin, nil
+	}
+	return crdbuilder.MergeSpecs(builtin, custom...)
 }

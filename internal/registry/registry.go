@@ -113,6 +113,9 @@ type Resource struct {
 	// StoragePrefix is where the objects live in etcd; empty is
 	// "/registry/<resource>/", as upstream's built-in kinds.
 	StoragePrefix string
+	// TypeConverter describes the objects for server-side apply; nil is
+	// client-go's, which knows the types of k8s.io/api.
+	TypeConverter managedfields.TypeConverter
 }
 
 // Unstructured holds what the API server needs of a resource whose
@@ -125,8 +128,6 @@ type Unstructured struct {
 	// Prune drops the fields the schema does not declare from a decoded
 	// object and returns their paths ("spec.foo"), as upstream's pruning.
 	Prune func(obj map[string]interface{}) []string
-	// TypeConverter describes the objects for server-side apply.
-	TypeConverter managedfields.TypeConverter
 }
 
 // Prefix is the etcd prefix holding the resource's objects.

@@ -33,6 +33,7 @@ type Deps struct {
 func Resources(d Deps) []*registry.Resource {
 	out := append(core(d), groups()...)
 	out = append(out, certificates(d)...)
+	out = append(out, apiextensions()...)
 	return append(out, auth(d)...)
 }
 
