@@ -28,7 +28,9 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// HashLabel carries a revision's data hash, as upstream's history package.
+// HashLabel carries a StatefulSet revision's data hash, as upstream's
+// history package; a DaemonSet's revisions carry it as
+// controller-revision-hash.
 const HashLabel = "controller.kubernetes.io/hash"
 
 var appsCodec = scheme.Codecs.LegacyCodec(appsv1.SchemeGroupVersion)
@@ -79,15 +81,15 @@ func Name(prefix, hash string) string {
 }
 
 // New is the revision numbered revision of owner (of kind) holding data,
-// labelled with the template's labels and the hash; it is named but not
-// yet created.
-func New(owner metav1.Object, kind schema.GroupVersionKind, templateLabels map[string]string, data []byte, revision int64, collisionCount int32) *appsv1.ControllerRevision {
+// labelled with the template's labels and the hash under hashKey; it is
+// named but not yet created.
+func New(owner metav1.Object, kind schema.GroupVersionKind, hashKey string, templateLabels map[string]string, data []byte, revision int64, collisionCount int32) *appsv1.ControllerRevision {
 	hash := Hash(data, &collisionCount)
 	labels := maps.Clone(templateLabels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[HashLabel] = hash
+	labels[hashKey] = hash
 	annotations := maps.Clone(owner.GetAnnotations())
 	if annotations == nil {
 		annotations = map[string]string{}
@@ -143,8 +145,9 @@ func Equal(a, b *appsv1.ControllerRevision) bool {
 // Pick is the stored revision for want (a New revision numbered one past
 // the sorted history): the newest revision equal to it, renumbered to come
 // last if need be (a rollback), or want itself, created. A name taken by a
-// revision of other data bumps *collisions and tries the next name.
-func Pick(ctx context.Context, api appsclient.ControllerRevisionInterface, history []*appsv1.ControllerRevision, want *appsv1.ControllerRevision, collisions *int32) (*appsv1.ControllerRevision, error) {
+// revision of other data bumps *collisions and tries the next name (and
+// hash, under hashKey).
+func Pick(ctx context.Context, api appsclient.ControllerRevisionInterface, history []*appsv1.ControllerRevision, want *appsv1.ControllerRevision, hashKey string, collisions *int32) (*appsv1.ControllerRevision, error) {
 	var equal *appsv1.ControllerRevision
 	for _, r := range history {
 		if Equal(r, want) {
@@ -157,10 +160,10 @@ func Pick(ctx context.Context, api appsclient.ControllerRevisionInterface, histo
 	case equal != nil:
 		return renumber(ctx, api, equal, want.Revision)
 	}
-	return create(ctx, api, want, collisions)
+	return create(ctx, api, want, hashKey, collisions)
 }
 
-func create(ctx context.Context, api appsclient.ControllerRevisionInterface, revision *appsv1.ControllerRevision, collisions *int32) (*appsv1.ControllerRevision, error) {
+func create(ctx context.Context, api appsclient.ControllerRevisionInterface, revision *appsv1.ControllerRevision, hashKey string, collisions *int32) (*appsv1.ControllerRevision, error) {
 	prefix := metav1.GetControllerOfNoCopy(revision).Name
 	for {
 		created, err := api.Create(ctx, revision, metav1.CreateOptions{})
@@ -181,7 +184,7 @@ func create(ctx context.Context, api appsclient.ControllerRevisionInterface, rev
 		hash := Hash(revision.Data.Raw, collisions)
 		revision = revision.DeepCopy()
 		revision.Name = Name(prefix, hash)
-		revision.Labels[HashLabel] = hash
+		revision.Labels[hashKey] = hash
 	}
 }
 

@@ -18,7 +18,7 @@ func newRevision(set *appsv1.StatefulSet, revision int64, collisionCount int32) 
 	if err != nil {
 		return nil, err
 	}
-	return history.New(set, kind, set.Spec.Template.Labels, data, revision, collisionCount), nil
+	return history.New(set, kind, history.HashLabel, set.Spec.Template.Labels, data, revision, collisionCount), nil
 }
 
 // applyRevision is set with its template replaced by the revision's.
@@ -42,7 +42,7 @@ func (c *Controller) pickRevisions(ctx context.Context, set *appsv1.StatefulSet,
 	if err != nil {
 		return nil, nil, collisions, err
 	}
-	update, err = history.Pick(ctx, c.client.AppsV1().ControllerRevisions(set.Namespace), revisions, want, &collisions)
+	update, err = history.Pick(ctx, c.client.AppsV1().ControllerRevisions(set.Namespace), revisions, want, history.HashLabel, &collisions)
 	if err != nil {
 		return nil, nil, collisions, err
 	}

@@ -176,7 +176,7 @@ func (e *Evictions) budgetsOf(ctx context.Context, pod *corev1.Pod) ([]policyv1.
 	var out []policyv1.PodDisruptionBudget
 	for _, pdb := range list.Items {
 		selector, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || selector.Empty() || !selector.Matches(labels.Set(pod.Labels)) {
+		if err != nil || !selector.Matches(labels.Set(pod.Labels)) {
 			continue
 		}
 		out = append(out, pdb)
