@@ -1,12 +1,43 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
 	"time"
 )
+
+// drainStream runs `kubectl drain node --ignore-daemonsets
+// --delete-emptydir-data` and sends each line it prints, on standard
+// output (progress) or error (the refused evictions), to lines, which is
+// closed when drain ends; stop ends it.
+func drainStream(t *testing.T, c *cluster, node string) (lines <-chan string, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := c.kubectlCommand(ctx, []string{"drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=180s"})
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan string, 1000)
+	go func() {
+		_ = cmd.Wait()
+		_ = pw.Close()
+	}()
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			out <- sc.Text()
+		}
+	}()
+	return out, cancel
+}
 
 // TestDaemonSetAndDrain runs on `svcnet up --nodes 3`: a DaemonSet runs
 // one pod on each node and rolls an image change node by node (never more
@@ -83,7 +114,7 @@ spec:
 			up          bool // ready and not being deleted
 		}
 		pods := map[string]*pod{}
-		minUp, replaced := 3, []string{}
+		minUp, replaced, started := 3, []string{}, false
 		for _, l := range events {
 			f := strings.Fields(l)
 			if len(f) < 4 {
@@ -106,12 +137,14 @@ spec:
 					upNodes[p.node] = true
 				}
 			}
-			if len(pods) > 0 {
+			// Measured from when the watch has listed the three.
+			started = started || len(upNodes) == 3
+			if started {
 				minUp = min(minUp, len(upNodes))
 			}
 		}
-		if minUp < 2 {
-			t.Errorf("during the rollout only %d node(s) had an available pod: more than maxUnavailable (1) at once", minUp)
+		if !started || minUp < 2 {
+			t.Errorf("during the rollout only %d node(s) had an available pod: more than maxUnavailable (1) at once\n%s", minUp, strings.Join(events, "\n"))
 		}
 		if len(replaced) != 3 || replaced[0] == replaced[1] || replaced[1] == replaced[2] || replaced[0] == replaced[2] {
 			t.Errorf("old pods went down on nodes %v, want each node once, one after the other", replaced)
@@ -143,12 +176,14 @@ spec:
 		node := strings.Fields(c.must("-n", ns, "get", "pods", "-l", "app=app", "-o", "jsonpath={.items[*].spec.nodeName}"))[0]
 		// drain runs in the background; it must keep retrying while the
 		// budget allows nothing.
-		lines := make(chan string, 1000)
-		stop := c.kubectlStream(lines, "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s")
+		lines, stop := drainStream(t, c.cluster, node)
 		refused := false
 		for !refused {
 			select {
-			case l := <-lines:
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatal("drain ended before a budget refused it")
+				}
 				refused = strings.Contains(l, "Cannot evict pod as it would violate the pod's disruption budget.")
 			case <-time.After(60 * time.Second):
 				t.Fatal("drain was not refused by the budget")
