@@ -51,6 +51,7 @@ func controllerManagerFlags(cmd *cobra.Command) *cluster.ControllerManagerOption
 	f.IntVar(&o.ReplicaSet.Workers, "concurrent-replicaset-syncs", o.ReplicaSet.Workers, "ReplicaSets synced at once")
 	f.IntVar(&o.Deployment.Workers, "concurrent-deployment-syncs", o.Deployment.Workers, "Deployments synced at once")
 	f.IntVar(&o.StatefulSet.Workers, "concurrent-statefulset-syncs", o.StatefulSet.Workers, "StatefulSets synced at once")
+	f.IntVar(&o.DaemonSet.Workers, "concurrent-daemonset-syncs", o.DaemonSet.Workers, "DaemonSets synced at once")
 	f.DurationVar(&o.CSRSigning.Duration, "cluster-signing-duration", o.CSRSigning.Duration, "the longest certificate the signing controller issues; a CertificateSigningRequest may ask for a shorter one with spec.expirationSeconds")
 	return &o
 }

@@ -57,7 +57,7 @@ func startTestServer(t *testing.T, extra ...*registry.Resource) (*Server, string
 func startTestServerOn(t *testing.T, cli *clientv3.Client, extra ...*registry.Resource) (*Server, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	set, err := registry.NewSet(append([]*registry.Resource{configmap.Resource(), pod.Resource(nil), {
+	set, err := registry.NewSet(append([]*registry.Resource{configmap.Resource(), pod.Resource(nil, nil), {
 		Kind: corev1.SchemeGroupVersion.WithKind("Namespace"), Resource: "namespaces", Singular: "namespace",
 		ShortNames: []string{"ns"}, Status: true, Strategy: nsStrategy{},
 	}}, extra...)...)

@@ -240,7 +240,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		a.stopStorage()
 		return nil, err
 	}
-	set, err := all.Set(all.Deps{Services: alloc, Authorizer: auth.chain, RBAC: auth.rbac, Tokens: auth.tokens, ServiceAccounts: auth.objects, Authenticator: auth.authn})
+	set, err := all.Set(all.Deps{Services: alloc, Authorizer: auth.chain, RBAC: auth.rbac, Tokens: auth.tokens, ServiceAccounts: auth.objects, Authenticator: auth.authn, Client: loopback})
 	if err != nil {
 		a.stopStorage()
 		return nil, err

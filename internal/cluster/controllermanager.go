@@ -36,7 +36,9 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/csrapproving"
 	"github.com/svcnet/svcnet/internal/controller/csrcleaner"
 	"github.com/svcnet/svcnet/internal/controller/csrsigning"
+	"github.com/svcnet/svcnet/internal/controller/daemonset"
 	"github.com/svcnet/svcnet/internal/controller/deployment"
+	"github.com/svcnet/svcnet/internal/controller/disruption"
 	"github.com/svcnet/svcnet/internal/controller/endpoints"
 	"github.com/svcnet/svcnet/internal/controller/endpointslice"
 	"github.com/svcnet/svcnet/internal/controller/endpointslicemirroring"
@@ -86,6 +88,7 @@ type ControllerManagerOptions struct {
 	ReplicaSet    replicaset.Options
 	Deployment    deployment.Options
 	StatefulSet   statefulset.Options
+	DaemonSet     daemonset.Options
 	NodeLifecycle nodelifecycle.Options
 	Scheduler     scheduler.Options
 	// GCWorkers is --concurrent-gc-syncs.
@@ -134,6 +137,7 @@ func DefaultControllerManagerOptions() ControllerManagerOptions {
 		ReplicaSet:    replicaset.Options{Workers: 5},
 		Deployment:    deployment.Options{Workers: 5},
 		StatefulSet:   statefulset.Options{Workers: 5},
+		DaemonSet:     daemonset.Options{Workers: 2},
 		NodeLifecycle: nodelifecycle.Options{MonitorPeriod: 5 * time.Second, GracePeriod: 50 * time.Second, StartupGracePeriod: time.Minute, EvictionRate: 0.1, SecondaryRate: 0.01, LargeCluster: 50, UnhealthyZone: 0.55},
 		Scheduler:     scheduler.DefaultOptions(),
 		GCWorkers:     20,
@@ -282,6 +286,14 @@ var knownControllers = []knownController{
 	}},
 	{"statefulset-controller", "statefulset", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := statefulset.New(ctx, d, o.StatefulSet)
+		return runOf(c, err)
+	}},
+	{daemonset.ControllerName, "daemonset", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := daemonset.New(ctx, d, o.DaemonSet)
+		return runOf(c, err)
+	}},
+	{disruption.ControllerName, "disruption", func(ctx context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := disruption.New(ctx, d)
 		return runOf(c, err)
 	}},
 	{"node-lifecycle-controller", "nodelifecycle", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {

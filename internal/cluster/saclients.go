@@ -34,6 +34,8 @@ var controllerServiceAccounts = map[string]string{
 	"replicaset-controller":                          "replicaset-controller",
 	"deployment-controller":                          "deployment-controller",
 	"statefulset-controller":                         "statefulset-controller",
+	"daemonset-controller":                           "daemon-set-controller",
+	"disruption-controller":                          "disruption-controller",
 	"node-lifecycle-controller":                      "node-controller",
 	"taint-eviction-controller":                      "node-controller",
 	"node-ipam-controller":                           "node-controller",

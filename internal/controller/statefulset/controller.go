@@ -28,6 +28,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/controllerref"
+	"github.com/svcnet/svcnet/internal/controller/history"
 	"github.com/svcnet/svcnet/internal/controller/podstate"
 )
 
@@ -170,7 +171,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		slog.Warn("statefulset has an invalid selector", "statefulset", key, "err", err)
 		return nil // nothing to retry until the set changes
 	}
-	history, err := c.claimRevisions(ctx, set, selector)
+	revisions, err := c.claimRevisions(ctx, set, selector)
 	if err != nil {
 		return err
 	}
@@ -178,8 +179,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	sortRevisions(history)
-	if err := c.updateSet(ctx, set, pods, history); err != nil {
+	history.Sort(revisions)
+	if err := c.updateSet(ctx, set, pods, revisions); err != nil {
 		return fmt.Errorf("statefulset %s: %w", key, err)
 	}
 	if wait, ok := c.nextAvailable(set, pods); ok {

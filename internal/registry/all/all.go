@@ -3,6 +3,8 @@
 package all
 
 import (
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/auth/authn"
 	"github.com/svcnet/svcnet/internal/auth/authz"
@@ -27,6 +29,17 @@ type Deps struct {
 	ServiceAccounts pod.ServiceAccounts
 	// Authenticator answers TokenReviews.
 	Authenticator authn.TokenAuthenticator
+	// Client is the API server's own loopback client, through which
+	// pods/eviction reads budgets and deletes pods.
+	Client kubernetes.Interface
+}
+
+// evictions serves pods/eviction when there is a loopback client.
+func evictions(d Deps) *pod.Evictions {
+	if d.Client == nil {
+		return nil
+	}
+	return &pod.Evictions{Client: d.Client}
 }
 
 // Resources returns fresh descriptors of every served resource.

@@ -36,7 +36,7 @@ func core(d Deps) []*registry.Resource {
 		node.Resource(),
 		persistentvolume.Resource(),
 		persistentvolumeclaim.Resource(),
-		pod.Resource(d.ServiceAccounts),
+		pod.Resource(d.ServiceAccounts, evictions(d)),
 		secret.Resource(),
 		service.Resource(d.Services),
 		serviceaccount.Resource(d.Tokens),

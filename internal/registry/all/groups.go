@@ -3,12 +3,14 @@ package all
 import (
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/controllerrevision"
+	"github.com/svcnet/svcnet/internal/registry/daemonset"
 	"github.com/svcnet/svcnet/internal/registry/deployment"
 	"github.com/svcnet/svcnet/internal/registry/endpointslice"
 	"github.com/svcnet/svcnet/internal/registry/ingress"
 	"github.com/svcnet/svcnet/internal/registry/ingressclass"
 	"github.com/svcnet/svcnet/internal/registry/ipaddress"
 	"github.com/svcnet/svcnet/internal/registry/lease"
+	"github.com/svcnet/svcnet/internal/registry/poddisruptionbudget"
 	"github.com/svcnet/svcnet/internal/registry/replicaset"
 	"github.com/svcnet/svcnet/internal/registry/servicecidr"
 	"github.com/svcnet/svcnet/internal/registry/statefulset"
@@ -16,13 +18,14 @@ import (
 )
 
 // groups returns the served resources of the named API groups: apps,
-// discovery.k8s.io, networking.k8s.io, storage.k8s.io and
-// coordination.k8s.io.
+// discovery.k8s.io, networking.k8s.io, storage.k8s.io, coordination.k8s.io
+// and policy.
 func groups() []*registry.Resource {
 	return []*registry.Resource{
 		deployment.Resource(),
 		replicaset.Resource(),
 		statefulset.Resource(),
+		daemonset.Resource(),
 		controllerrevision.Resource(),
 		endpointslice.Resource(),
 		ingress.Resource(),
@@ -31,5 +34,6 @@ func groups() []*registry.Resource {
 		ipaddress.Resource(),
 		storageclass.Resource(),
 		lease.Resource(),
+		poddisruptionbudget.Resource(),
 	}
 }

@@ -16,9 +16,10 @@ import (
 )
 
 // Resource describes pods; their service accounts are looked up in sas
-// (nil: only the name is defaulted).
-func Resource(sas ServiceAccounts) *registry.Resource {
-	return &registry.Resource{
+// (nil: only the name is defaulted), and evictions serves pods/eviction
+// (nil: not served).
+func Resource(sas ServiceAccounts, evictions *Evictions) *registry.Resource {
+	r := &registry.Resource{
 		Kind:                corev1.SchemeGroupVersion.WithKind("Pod"),
 		Resource:            "pods",
 		Singular:            "pod",
@@ -32,6 +33,10 @@ func Resource(sas ServiceAccounts) *registry.Resource {
 		Columns:             columns(),
 		Fields:              selectableFields,
 	}
+	if evictions != nil {
+		r.Actions = map[string]registry.Action{"eviction": evictions.Action()}
+	}
+	return r
 }
 
 type strategy struct {

@@ -1,5 +1,5 @@
 // Package workload holds what the apps/v1 workload kinds (deployments,
-// replicasets, statefulsets) share: their common discovery flags, the hooks
+// replicasets, statefulsets, daemonsets) share: their common discovery flags, the hooks
 // into pod-template defaulting and validation, the scale subresource, the
 // table layout with its CONTAINERS/IMAGES/SELECTOR columns, and the
 // selector-and-template checks of upstream's pkg/apis/apps/validation.
@@ -52,7 +52,8 @@ func DefaultInt32(p **int32, v int32) {
 	}
 }
 
-// parts points at the fields a Deployment, ReplicaSet or StatefulSet share.
+// parts points at the fields a Deployment, ReplicaSet, StatefulSet or
+// DaemonSet share; a DaemonSet has no replicas (nil).
 type parts struct {
 	replicas       **int32
 	statusReplicas int32
@@ -68,8 +69,10 @@ func partsOf(obj runtime.Object) parts {
 		return parts{&o.Spec.Replicas, o.Status.Replicas, o.Spec.Selector, &o.Spec.Template}
 	case *appsv1.StatefulSet:
 		return parts{&o.Spec.Replicas, o.Status.Replicas, o.Spec.Selector, &o.Spec.Template}
+	case *appsv1.DaemonSet:
+		return parts{nil, 0, o.Spec.Selector, &o.Spec.Template}
 	}
-	panic(fmt.Sprintf("workload: %T is not a scalable workload kind", obj))
+	panic(fmt.Sprintf("workload: %T is not a workload kind", obj))
 }
 
 // Resource completes r, the names, strategy and table of one workload kind,
@@ -77,18 +80,25 @@ func partsOf(obj runtime.Object) parts {
 // all`, with a status subresource, generation tracking and the scale
 // subresource.
 func Resource(r *registry.Resource) *registry.Resource {
-	r.Categories = []string{"all"}
-	r.Namespaced = true
-	r.Status = true
-	r.Generation = true
+	r = Unscaled(r)
 	r.Scale = ScaleAccess()
 	return r
 }
 
-// Replicas is spec.replicas, 0 when unset.
+// Unscaled is Resource for a workload kind without replicas (daemonsets):
+// no scale subresource.
+func Unscaled(r *registry.Resource) *registry.Resource {
+	r.Categories = []string{"all"}
+	r.Namespaced = true
+	r.Status = true
+	r.Generation = true
+	return r
+}
+
+// Replicas is spec.replicas, 0 when unset or for a kind without replicas.
 func Replicas(obj runtime.Object) int32 {
-	if r := *partsOf(obj).replicas; r != nil {
-		return *r
+	if p := partsOf(obj).replicas; p != nil && *p != nil {
+		return **p
 	}
 	return 0
 }

@@ -87,10 +87,13 @@ func TestHooksAreOptional(t *testing.T) {
 }
 
 func TestPartsOfOtherKinds(t *testing.T) {
+	if r := Replicas(&appsv1.DaemonSet{}); r != 0 {
+		t.Errorf("a DaemonSet has %d replicas, want none", r)
+	}
 	defer func() {
 		if recover() == nil {
-			t.Error("a DaemonSet was taken for a scalable workload")
+			t.Error("a ControllerRevision was taken for a workload")
 		}
 	}()
-	Replicas(&appsv1.DaemonSet{})
+	Replicas(&appsv1.ControllerRevision{})
 }
