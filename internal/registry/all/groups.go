@@ -5,6 +5,7 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/controllerrevision"
 	"github.com/svcnet/svcnet/internal/registry/deployment"
 	"github.com/svcnet/svcnet/internal/registry/endpointslice"
+	"github.com/svcnet/svcnet/internal/registry/horizontalpodautoscaler"
 	"github.com/svcnet/svcnet/internal/registry/ingress"
 	"github.com/svcnet/svcnet/internal/registry/ingressclass"
 	"github.com/svcnet/svcnet/internal/registry/ipaddress"
@@ -16,7 +17,7 @@ import (
 )
 
 // groups returns the served resources of the named API groups: apps,
-// discovery.k8s.io, networking.k8s.io, storage.k8s.io and
+// autoscaling, discovery.k8s.io, networking.k8s.io, storage.k8s.io and
 // coordination.k8s.io.
 func groups() []*registry.Resource {
 	return []*registry.Resource{
@@ -24,6 +25,7 @@ func groups() []*registry.Resource {
 		replicaset.Resource(),
 		statefulset.Resource(),
 		controllerrevision.Resource(),
+		horizontalpodautoscaler.Resource(),
 		endpointslice.Resource(),
 		ingress.Resource(),
 		ingressclass.Resource(),

@@ -13,7 +13,8 @@ func TestGroupsRegister(t *testing.T) {
 	}
 	want := map[string]bool{
 		"apps/v1, Resource=deployments": true, "apps/v1, Resource=replicasets": true, "apps/v1, Resource=statefulsets": true,
-		"apps/v1, Resource=controllerrevisions": true, "coordination.k8s.io/v1, Resource=leases": true,
+		"apps/v1, Resource=controllerrevisions":             true,
+		"autoscaling/v2, Resource=horizontalpodautoscalers": true, "coordination.k8s.io/v1, Resource=leases": true,
 		"discovery.k8s.io/v1, Resource=endpointslices": true, "networking.k8s.io/v1, Resource=ingresses": true,
 		"networking.k8s.io/v1, Resource=ingressclasses": true, "storage.k8s.io/v1, Resource=storageclasses": true,
 		"networking.k8s.io/v1, Resource=servicecidrs": true, "networking.k8s.io/v1, Resource=ipaddresses": true,
