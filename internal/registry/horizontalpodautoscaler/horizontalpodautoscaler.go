@@ -63,7 +63,9 @@ func Resource() *registry.Resource {
 				return fmt.Sprint(*h.Spec.MinReplicas)
 			}),
 			{TableColumnDefinition: metav1.TableColumnDefinition{Name: "MaxPods", Type: "string", Description: spec["maxReplicas"]},
-				Cell: func(o runtime.Object) interface{} { return int64(o.(*autoscalingv2.HorizontalPodAutoscaler).Spec.MaxReplicas) }},
+				Cell: func(o runtime.Object) interface{} {
+					return int64(o.(*autoscalingv2.HorizontalPodAutoscaler).Spec.MaxReplicas)
+				}},
 			{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Replicas", Type: "string",
 				Description: autoscalingv2.HorizontalPodAutoscalerStatus{}.SwaggerDoc()["currentReplicas"]},
 				Cell: func(o runtime.Object) interface{} {

@@ -113,7 +113,10 @@ func TestValidate(t *testing.T) {
 func TestValidateUpdate(t *testing.T) {
 	registrytest.RunValidateUpdate(t, strategy{}, valid, []registrytest.Case[*autoscalingv2.HorizontalPodAutoscaler]{
 		{Name: "a stored target without group may stay", Old: func(h *autoscalingv2.HorizontalPodAutoscaler) { h.Spec.ScaleTargetRef.APIVersion = "v1" },
-			Change: func(h *autoscalingv2.HorizontalPodAutoscaler) { h.Spec.ScaleTargetRef.APIVersion = "v1"; h.Spec.MaxReplicas = 7 }},
+			Change: func(h *autoscalingv2.HorizontalPodAutoscaler) {
+				h.Spec.ScaleTargetRef.APIVersion = "v1"
+				h.Spec.MaxReplicas = 7
+			}},
 		{Name: "but not be changed to", Change: func(h *autoscalingv2.HorizontalPodAutoscaler) { h.Spec.ScaleTargetRef.APIVersion = "v1" }, Want: []string{
 			"spec.scaleTargetRef.apiVersion: Invalid value: \"v1\": apiVersion must specify API group"}},
 	})
