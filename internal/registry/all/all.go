@@ -8,6 +8,7 @@ import (
 	"github.com/svcnet/svcnet/internal/auth/authz"
 	"github.com/svcnet/svcnet/internal/auth/rbac"
 	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/metrics"
 	"github.com/svcnet/svcnet/internal/registry/pod"
 	"github.com/svcnet/svcnet/internal/registry/serviceaccount"
 )
@@ -27,12 +28,17 @@ type Deps struct {
 	ServiceAccounts pod.ServiceAccounts
 	// Authenticator answers TokenReviews.
 	Authenticator authn.TokenAuthenticator
+	// Metrics, when set, is served as metrics.k8s.io.
+	Metrics metrics.Source
 }
 
 // Resources returns fresh descriptors of every served resource.
 func Resources(d Deps) []*registry.Resource {
 	out := append(core(d), groups()...)
 	out = append(out, certificates(d)...)
+	if d.Metrics != nil {
+		out = append(out, metrics.Resources(d.Metrics)...)
+	}
 	return append(out, auth(d)...)
 }
 
