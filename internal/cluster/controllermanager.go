@@ -44,6 +44,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/namespace"
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle"
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle/tainteviction"
+	"github.com/svcnet/svcnet/internal/controller/podautoscaler"
 	"github.com/svcnet/svcnet/internal/controller/replicaset"
 	"github.com/svcnet/svcnet/internal/controller/rootcacertpublisher"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
@@ -86,6 +87,7 @@ type ControllerManagerOptions struct {
 	ReplicaSet    replicaset.Options
 	Deployment    deployment.Options
 	StatefulSet   statefulset.Options
+	PodAutoscaler podautoscaler.Options
 	NodeLifecycle nodelifecycle.Options
 	Scheduler     scheduler.Options
 	// GCWorkers is --concurrent-gc-syncs.
@@ -134,6 +136,7 @@ func DefaultControllerManagerOptions() ControllerManagerOptions {
 		ReplicaSet:    replicaset.Options{Workers: 5},
 		Deployment:    deployment.Options{Workers: 5},
 		StatefulSet:   statefulset.Options{Workers: 5},
+		PodAutoscaler: podautoscaler.DefaultOptions(),
 		NodeLifecycle: nodelifecycle.Options{MonitorPeriod: 5 * time.Second, GracePeriod: 50 * time.Second, StartupGracePeriod: time.Minute, EvictionRate: 0.1, SecondaryRate: 0.01, LargeCluster: 50, UnhealthyZone: 0.55},
 		Scheduler:     scheduler.DefaultOptions(),
 		GCWorkers:     20,
@@ -284,6 +287,7 @@ var knownControllers = []knownController{
 		c, err := statefulset.New(ctx, d, o.StatefulSet)
 		return runOf(c, err)
 	}},
+	{podautoscaler.ControllerName, "horizontalpodautoscaling", startPodAutoscaler},
 	{"node-lifecycle-controller", "nodelifecycle", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := nodelifecycle.New(ctx, d, o.NodeLifecycle)
 		return runOf(c, err)

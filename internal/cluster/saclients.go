@@ -34,6 +34,7 @@ var controllerServiceAccounts = map[string]string{
 	"replicaset-controller":                          "replicaset-controller",
 	"deployment-controller":                          "deployment-controller",
 	"statefulset-controller":                         "statefulset-controller",
+	"horizontal-pod-autoscaler":                      "horizontal-pod-autoscaler",
 	"node-lifecycle-controller":                      "node-controller",
 	"taint-eviction-controller":                      "node-controller",
 	"node-ipam-controller":                           "node-controller",
