@@ -12,6 +12,7 @@ package podautoscaler
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -119,7 +120,9 @@ func (c *Controller) enqueue(obj any) {
 	}
 }
 
-// sync reconciles one autoscaler and comes back after the sync period.
+// sync reconciles one autoscaler and comes back after the sync period,
+// also after a failure (as upstream's fixed-interval queue): what failed
+// is in the autoscaler's conditions and events.
 func (c *Controller) sync(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -134,7 +137,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return err
 	}
 	if err := c.reconcile(ctx, key, stored); err != nil {
-		return err
+		slog.Info("horizontal pod autoscaler sync failed", "key", key, "err", err)
 	}
 	c.queue.AddAfter(key, c.opts.SyncPeriod)
 	return nil

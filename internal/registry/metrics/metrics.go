@@ -42,8 +42,9 @@ func Resources(src Source) []*registry.Resource {
 		}
 		return out
 	}
-	nodeGR := gv.WithResource("nodes").GroupResource()
-	podGR := gv.WithResource("pods").GroupResource()
+	// metrics-server's errors name the kinds, not the resources.
+	nodeGR := gv.WithResource("nodemetrics").GroupResource()
+	podGR := gv.WithResource("podmetrics").GroupResource()
 	return []*registry.Resource{{
 		Kind:     gv.WithKind("NodeMetrics"),
 		Resource: "nodes",
