@@ -52,6 +52,13 @@ func controllerManagerFlags(cmd *cobra.Command) *cluster.ControllerManagerOption
 	f.IntVar(&o.Deployment.Workers, "concurrent-deployment-syncs", o.Deployment.Workers, "Deployments synced at once")
 	f.IntVar(&o.StatefulSet.Workers, "concurrent-statefulset-syncs", o.StatefulSet.Workers, "StatefulSets synced at once")
 	f.IntVar(&o.DaemonSet.Workers, "concurrent-daemonset-syncs", o.DaemonSet.Workers, "DaemonSets synced at once")
+	pa := &o.PodAutoscaler
+	f.IntVar(&pa.Workers, "concurrent-horizontal-pod-autoscaler-syncs", pa.Workers, "HorizontalPodAutoscalers synced at once")
+	f.DurationVar(&pa.SyncPeriod, "horizontal-pod-autoscaler-sync-period", pa.SyncPeriod, "how often each HorizontalPodAutoscaler is synced")
+	f.Float64Var(&pa.Tolerance, "horizontal-pod-autoscaler-tolerance", pa.Tolerance, "the least change of the usage ratio to target that rescales, for rules without a tolerance of their own")
+	f.DurationVar(&pa.DownscaleStabilization, "horizontal-pod-autoscaler-downscale-stabilization", pa.DownscaleStabilization, "how long the highest recent recommendation holds off a scale-down")
+	f.DurationVar(&pa.CPUInitialization, "horizontal-pod-autoscaler-cpu-initialization-period", pa.CPUInitialization, "how long after its start a pod's CPU samples are skipped unless it is ready and the sample taken since")
+	f.DurationVar(&pa.InitialReadinessDelay, "horizontal-pod-autoscaler-initial-readiness-delay", pa.InitialReadinessDelay, "how long after its start a pod's readiness changes count as initial")
 	f.DurationVar(&o.CSRSigning.Duration, "cluster-signing-duration", o.CSRSigning.Duration, "the longest certificate the signing controller issues; a CertificateSigningRequest may ask for a shorter one with spec.expirationSeconds")
 	return &o
 }

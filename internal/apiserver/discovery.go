@@ -112,6 +112,9 @@ func newDiscovery(set *registry.Set) *discovery {
 			if r.Create != nil {
 				verbs = []string{"create"}
 			}
+			if r.View != nil {
+				verbs = viewVerbs
+			}
 			scope := apidiscoveryv2.ScopeCluster
 			if r.Namespaced {
 				scope = apidiscoveryv2.ScopeNamespace

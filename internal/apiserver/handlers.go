@@ -56,6 +56,12 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, ri *reque
 		}
 		return
 	}
+	if ri.res.View != nil {
+		if err := s.serveView(w, r, ri); err != nil {
+			writeError(w, r, err)
+		}
+		return
+	}
 	if ri.res.Create != nil {
 		if err := s.serveVirtual(w, r, ri); err != nil {
 			writeError(w, r, err)

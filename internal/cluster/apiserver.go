@@ -36,6 +36,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/controlplane/defaultservicecidr"
+	"github.com/svcnet/svcnet/internal/metricsserver"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/internal/registry"
@@ -240,7 +241,16 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		a.stopStorage()
 		return nil, err
 	}
-	set, err := all.Set(all.Deps{Services: alloc, Authorizer: auth.chain, RBAC: auth.rbac, Tokens: auth.tokens, ServiceAccounts: auth.objects, Authenticator: auth.authn, Client: loopback})
+	kubeletTLS, err := KubeletClientTLS(o.DataDir)
+	if err != nil {
+		a.stopStorage()
+		return nil, err
+	}
+	// As kube-apiserver with metrics-server behind it: metrics.k8s.io,
+	// scraped with the API server's own kubelet client certificate.
+	metrics := metricsserver.New(loopback, kubeletTLS, metricsserver.DefaultResolution)
+	set, err := all.Set(all.Deps{Services: alloc, Authorizer: auth.chain, RBAC: auth.rbac, Tokens: auth.tokens,
+		ServiceAccounts: auth.objects, Authenticator: auth.authn, Metrics: metrics, Client: loopback})
 	if err != nil {
 		a.stopStorage()
 		return nil, err
@@ -252,11 +262,6 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	// The allocator reads and writes these in etcd itself, unencrypted.
 	store.SetTransformers(enc.ForKeys(stored, allocator.IPAddressesPrefix, allocator.ServiceCIDRsPrefix))
 	oapi, err := openAPIHandler(set)
-	if err != nil {
-		a.stopStorage()
-		return nil, err
-	}
-	kubeletTLS, err := KubeletClientTLS(o.DataDir)
 	if err != nil {
 		a.stopStorage()
 		return nil, err
@@ -357,11 +362,17 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 			defaultCIDR.Run(ctx)
 			close(cidrDone)
 		}()
+		metricsDone := make(chan struct{})
+		go func() {
+			metrics.Run(compactCtx)
+			close(metricsDone)
+		}()
 		err := srv.Serve(ctx, tlsConfig, lns...)
 		stopPolicy()
 		stop()
 		<-endpointsDone // it leaves the endpoints through etcd
 		<-cidrDone
+		<-metricsDone
 		<-ipsDone
 		a.stopStorage()
 		a.done <- err

@@ -46,6 +46,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/namespace"
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle"
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle/tainteviction"
+	"github.com/svcnet/svcnet/internal/controller/podautoscaler"
 	"github.com/svcnet/svcnet/internal/controller/replicaset"
 	"github.com/svcnet/svcnet/internal/controller/rootcacertpublisher"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
@@ -89,6 +90,7 @@ type ControllerManagerOptions struct {
 	Deployment    deployment.Options
 	StatefulSet   statefulset.Options
 	DaemonSet     daemonset.Options
+	PodAutoscaler podautoscaler.Options
 	NodeLifecycle nodelifecycle.Options
 	Scheduler     scheduler.Options
 	// GCWorkers is --concurrent-gc-syncs.
@@ -138,6 +140,7 @@ func DefaultControllerManagerOptions() ControllerManagerOptions {
 		Deployment:    deployment.Options{Workers: 5},
 		StatefulSet:   statefulset.Options{Workers: 5},
 		DaemonSet:     daemonset.Options{Workers: 2},
+		PodAutoscaler: podautoscaler.DefaultOptions(),
 		NodeLifecycle: nodelifecycle.Options{MonitorPeriod: 5 * time.Second, GracePeriod: 50 * time.Second, StartupGracePeriod: time.Minute, EvictionRate: 0.1, SecondaryRate: 0.01, LargeCluster: 50, UnhealthyZone: 0.55},
 		Scheduler:     scheduler.DefaultOptions(),
 		GCWorkers:     20,
@@ -296,6 +299,7 @@ var knownControllers = []knownController{
 		c, err := disruption.New(ctx, d)
 		return runOf(c, err)
 	}},
+	{podautoscaler.ControllerName, "horizontalpodautoscaling", startPodAutoscaler},
 	{"node-lifecycle-controller", "nodelifecycle", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := nodelifecycle.New(ctx, d, o.NodeLifecycle)
 		return runOf(c, err)

@@ -15,6 +15,11 @@ import (
 func openAPIHandler(set *registry.Set) (*openapi.Service, error) {
 	var rs []openapi.Resource
 	for _, r := range set.All() {
+		if r.View != nil {
+			// Read-only views (metrics.k8s.io) are not in svcnet's
+			// generated definitions.
+			continue
+		}
 		o := openapi.Resource{GVK: r.Kind, Plural: r.Resource, Namespaced: r.Namespaced, CreateOnly: r.Create != nil}
 		for name, a := range r.Actions {
 			if o.Actions == nil {

@@ -36,6 +36,7 @@ var controllerServiceAccounts = map[string]string{
 	"statefulset-controller":                         "statefulset-controller",
 	"daemonset-controller":                           "daemon-set-controller",
 	"disruption-controller":                          "disruption-controller",
+	"horizontal-pod-autoscaler":                      "horizontal-pod-autoscaler",
 	"node-lifecycle-controller":                      "node-controller",
 	"taint-eviction-controller":                      "node-controller",
 	"node-ipam-controller":                           "node-controller",

@@ -27,9 +27,9 @@ import (
 )
 
 // server is the node's HTTPS endpoint for the API server, as the kubelet's
-// port 10250: /containerLogs, /exec and /attach/{namespace}/{pod}/{container}
-// and /portForward/{namespace}/{pod}. Clients must present a certificate of
-// the cluster's CA.
+// port 10250: /containerLogs, /exec and /attach/{namespace}/{pod}/{container},
+// /portForward/{namespace}/{pod} and /metrics/resource. Clients must
+// present a certificate of the cluster's CA.
 type server struct {
 	agent *Agent
 	ln    net.Listener
@@ -113,6 +113,7 @@ func (s *server) serve(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	mux.Handle("GET /metrics/resource", s.agent.resourceMetrics())
 	for _, m := range []string{"GET", "POST"} {
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", s.attach)

@@ -98,6 +98,10 @@ type Resource struct {
 	// for it. The request's user is in ctx (authn.UserFrom); namespace is
 	// the URL's.
 	Create func(ctx context.Context, namespace string, obj runtime.Object) (runtime.Object, error)
+	// View, when set, makes the resource a read-only view of state kept
+	// elsewhere (metrics.k8s.io's NodeMetrics and PodMetrics): nothing is
+	// stored, and get and list are its only verbs.
+	View *View
 	// Actions are subresources taking only create, each of its own kind
 	// (serviceaccounts/token takes a TokenRequest): nothing is stored, and
 	// the create answers what the action returns.
@@ -146,6 +150,16 @@ type Subresource struct {
 	PrepareForUpdate func(obj, old runtime.Object)
 	// ValidateUpdate checks the write, in place of the Strategy's.
 	ValidateUpdate func(obj, old runtime.Object) field.ErrorList
+}
+
+// View answers the reads of a read-only resource.
+type View struct {
+	// Get returns the named object, or an API error (NotFound).
+	Get func(ctx context.Context, namespace, name string) (runtime.Object, error)
+	// List returns the objects of namespace ("" for every namespace, and
+	// for a cluster-scoped resource); the API server applies the
+	// request's label and field selectors.
+	List func(ctx context.Context, namespace string) ([]runtime.Object, error)
 }
 
 // Action is a create-only subresource.

@@ -91,6 +91,12 @@ func clusterRoles() []rbacv1.ClusterRole {
 			aggregateTo("admin")),
 		withLabels(clusterRole("system:aggregate-to-edit", editRules()...), aggregateTo("edit")),
 		withLabels(clusterRole("system:aggregate-to-view", viewRules()...), aggregateTo("view")),
+		// What metrics-server's manifest installs, for the metrics.k8s.io
+		// svcnet serves itself: `kubectl top` for whoever may view.
+		withLabels(clusterRole("system:aggregated-metrics-reader",
+			rule("get", "list", "watch").groups(metrics).resources("pods", "nodes")),
+			map[string]string{"k8s-app": "metrics-server", "rbac.authorization.k8s.io/aggregate-to-admin": "true",
+				"rbac.authorization.k8s.io/aggregate-to-edit": "true", "rbac.authorization.k8s.io/aggregate-to-view": "true"}),
 
 		clusterRole("system:heapster",
 			rule(read...).groups(core).resources("events", "pods", "nodes", "namespaces"),

@@ -10,6 +10,7 @@ import (
 	"github.com/svcnet/svcnet/internal/auth/authz"
 	"github.com/svcnet/svcnet/internal/auth/rbac"
 	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/metrics"
 	"github.com/svcnet/svcnet/internal/registry/pod"
 	"github.com/svcnet/svcnet/internal/registry/serviceaccount"
 )
@@ -32,6 +33,8 @@ type Deps struct {
 	// Client is the API server's own loopback client, through which
 	// pods/eviction reads budgets and deletes pods.
 	Client kubernetes.Interface
+	// Metrics, when set, is served as metrics.k8s.io.
+	Metrics metrics.Source
 }
 
 // evictions serves pods/eviction when there is a loopback client.
@@ -47,6 +50,9 @@ func Resources(d Deps) []*registry.Resource {
 	out := append(core(d), groups()...)
 	out = append(out, certificates(d)...)
 	out = append(out, apiextensions()...)
+	if d.Metrics != nil {
+		out = append(out, metrics.Resources(d.Metrics)...)
+	}
 	return append(out, auth(d)...)
 }
 

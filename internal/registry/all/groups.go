@@ -6,6 +6,7 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/daemonset"
 	"github.com/svcnet/svcnet/internal/registry/deployment"
 	"github.com/svcnet/svcnet/internal/registry/endpointslice"
+	"github.com/svcnet/svcnet/internal/registry/horizontalpodautoscaler"
 	"github.com/svcnet/svcnet/internal/registry/ingress"
 	"github.com/svcnet/svcnet/internal/registry/ingressclass"
 	"github.com/svcnet/svcnet/internal/registry/ipaddress"
@@ -18,8 +19,8 @@ import (
 )
 
 // groups returns the served resources of the named API groups: apps,
-// discovery.k8s.io, networking.k8s.io, storage.k8s.io, coordination.k8s.io
-// and policy.
+// autoscaling, discovery.k8s.io, networking.k8s.io, storage.k8s.io,
+// coordination.k8s.io and policy.
 func groups() []*registry.Resource {
 	return []*registry.Resource{
 		deployment.Resource(),
@@ -27,6 +28,7 @@ func groups() []*registry.Resource {
 		statefulset.Resource(),
 		daemonset.Resource(),
 		controllerrevision.Resource(),
+		horizontalpodautoscaler.Resource(),
 		endpointslice.Resource(),
 		ingress.Resource(),
 		ingressclass.Resource(),
