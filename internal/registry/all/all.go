@@ -32,6 +32,7 @@ type Deps struct {
 // Resources returns fresh descriptors of every served resource.
 func Resources(d Deps) []*registry.Resource {
 	out := append(core(d), groups()...)
+	out = append(out, batch()...)
 	out = append(out, certificates(d)...)
 	return append(out, auth(d)...)
 }
