@@ -29,6 +29,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/controllerref"
+	"github.com/svcnet/svcnet/internal/controller/expectations"
 	"github.com/svcnet/svcnet/internal/controller/podstate"
 )
 
@@ -56,7 +57,7 @@ type Controller struct {
 	synced       []cache.InformerSynced
 	queue        *controller.Queue[string]
 	recorder     record.EventRecorder
-	expectations *expectations
+	expectations *expectations.Expectations
 	podEvents    controllerref.PodEvents[*appsv1.ReplicaSet]
 	clock        clock.PassiveClock
 	// burst bounds the creations and deletions of one sync.
@@ -74,7 +75,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		replicaSets:  rsInformer.Lister(),
 		pods:         podInformer.Lister(),
 		recorder:     controller.NewRecorder(ctx, d.Client, ControllerName),
-		expectations: newExpectations(clock.RealClock{}),
+		expectations: expectations.New(clock.RealClock{}),
 		clock:        clock.RealClock{},
 		burst:        burstReplicas,
 	}
@@ -126,7 +127,7 @@ func (c *Controller) updateReplicaSet(old, cur any) {
 
 func (c *Controller) deleteReplicaSet(obj any) {
 	if key, ok := controller.Key(obj); ok {
-		c.expectations.forget(key)
+		c.expectations.Forget(key)
 		c.queue.Add(key)
 	}
 }
@@ -143,7 +144,7 @@ func (c *Controller) addPod(obj any) {
 	}
 	if rs, ok := c.podEvents.Added(pod); ok {
 		key := rs.Namespace + "/" + rs.Name
-		c.expectations.creationObserved(key)
+		c.expectations.CreationObserved(key)
 		c.queue.Add(key)
 	}
 }
@@ -175,7 +176,7 @@ func (c *Controller) deletePod(obj any) {
 	}
 	if rs, ok := c.podEvents.Owner(pod); ok {
 		key := rs.Namespace + "/" + rs.Name
-		c.expectations.deletionObserved(key, pod.Namespace+"/"+pod.Name)
+		c.expectations.DeletionObserved(key, pod.Namespace+"/"+pod.Name)
 		c.queue.Add(key)
 	}
 }
@@ -188,13 +189,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	rs, err := c.replicaSets.ReplicaSets(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.expectations.forget(key)
+		c.expectations.Forget(key)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("get replicaset %s: %w", key, err)
 	}
-	mayAct, expiresIn := c.expectations.satisfied(key)
+	mayAct, expiresIn := c.expectations.Satisfied(key)
 	selector, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
 	if err != nil {
 		return nil // validation forbids it; nothing can be done until the object changes

@@ -28,6 +28,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/controllertest"
+	"github.com/svcnet/svcnet/internal/controller/expectations"
 )
 
 const ns = "default"
@@ -539,10 +540,10 @@ func TestExpectationsExpire(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Now())
 	run(t, cs, func(c *Controller) {
 		c.clock = clock
-		c.expectations = newExpectations(clock)
+		c.expectations = expectations.New(clock)
 	})
 	l.waitWrites(t, "2 creates, 0 deletes")
-	clock.Step(expectationsTimeout - time.Second)
+	clock.Step(expectations.Timeout - time.Second)
 	touch(t, cs, "web")
 	if got := l.writes(); got != "2 creates, 0 deletes" {
 		t.Fatalf("%s before the expectations expired, want 2 creates", got)

@@ -36,11 +36,11 @@ func (c *Controller) manageReplicas(ctx context.Context, rs *appsv1.ReplicaSet, 
 	switch {
 	case diff < 0:
 		n := min(-diff, c.burst)
-		c.expectations.expectCreations(key, n)
+		c.expectations.ExpectCreations(key, n)
 		created, err := slowstart.Run(n, func(int) error { return c.createPod(ctx, rs) })
 		// Creations never attempted, or failed, will not be observed.
 		for range n - created {
-			c.expectations.creationObserved(key)
+			c.expectations.CreationObserved(key)
 		}
 		return err
 	case diff > 0:
@@ -50,7 +50,7 @@ func (c *Controller) manageReplicas(ctx context.Context, rs *appsv1.ReplicaSet, 
 		for i, p := range victims {
 			podKeys[i] = p.Namespace + "/" + p.Name
 		}
-		c.expectations.expectDeletions(key, podKeys)
+		c.expectations.ExpectDeletions(key, podKeys)
 		errs := make([]error, len(victims))
 		var wg sync.WaitGroup
 		for i, p := range victims {
@@ -58,7 +58,7 @@ func (c *Controller) manageReplicas(ctx context.Context, rs *appsv1.ReplicaSet, 
 				err := c.deletePodOf(ctx, rs, p.Name)
 				if err != nil {
 					// Not deleted by us: the informer will not report it.
-					c.expectations.deletionObserved(key, podKeys[i])
+					c.expectations.DeletionObserved(key, podKeys[i])
 				}
 				if !apierrors.IsNotFound(err) {
 					errs[i] = err
