@@ -87,8 +87,8 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "job", Sync: c.sync})
 	c.podEvents = controllerref.PodEvents[*batchv1.Job]{
-		Kind:      kind,
-		Get:       func(ns, name string) (*batchv1.Job, error) { return c.jobs.Jobs(ns).Get(name) },
+		Kind: kind,
+		Get:  func(ns, name string) (*batchv1.Job, error) { return c.jobs.Jobs(ns).Get(name) },
 		Selecting: func(pod *corev1.Pod) ([]*batchv1.Job, error) {
 			jobs, err := c.jobs.GetPodJobs(pod)
 			out := make([]*batchv1.Job, len(jobs))
@@ -97,7 +97,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 			}
 			return out, err
 		},
-		Enqueue:   func(j *batchv1.Job) { c.enqueue(j) },
+		Enqueue: func(j *batchv1.Job) { c.enqueue(j) },
 	}
 	synced, err := controller.Register(
 		controller.Handler{Informer: jobInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{

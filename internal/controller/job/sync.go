@@ -44,8 +44,8 @@ type syncState struct {
 	// newSucceeded and newFailed finished and still carry the finalizer,
 	// uncounted so far; ignored failed by an Ignore rule.
 	newSucceeded, newFailed, ignored []*corev1.Pod
-	uncountedSucceeded              sets.Set[types.UID]
-	uncountedFailed                 sets.Set[types.UID]
+	uncountedSucceeded               sets.Set[types.UID]
+	uncountedFailed                  sets.Set[types.UID]
 	// succeededIndexes of an Indexed job, counted and new.
 	succeededIndexes sets.Set[int]
 }
