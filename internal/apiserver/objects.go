@@ -216,16 +216,28 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 			return nil, err
 		}
 	}
-	res.Strategy.PrepareForCreate(obj)
 	generated := a.GetName() == "" && a.GetGenerateName() != ""
 	nameFrom := res.GenerateName
 	if nameFrom == nil {
 		nameFrom = generateName
 	}
+	// As upstream's store, the name is generated before PrepareForCreate
+	// (a Job's labels carry it), so each new name prepares a fresh copy
+	// of the request.
+	request, prepared := obj, false
 	extraRetries := 0
 	for attempt := 0; ; attempt++ {
 		if generated {
+			obj = request.DeepCopyObject()
+			if a, err = meta.Accessor(obj); err != nil {
+				return nil, apierrors.NewInternalError(err)
+			}
 			a.SetName(nameFrom(a.GetGenerateName()))
+			prepared = false
+		}
+		if !prepared {
+			res.Strategy.PrepareForCreate(obj)
+			prepared = true
 		}
 		if err := s.validateCreate(res, obj); err != nil {
 			return nil, err

@@ -33,6 +33,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/bootstrapsigner"
 	"github.com/svcnet/svcnet/internal/controller/clusterroleaggregation"
+	"github.com/svcnet/svcnet/internal/controller/cronjob"
 	"github.com/svcnet/svcnet/internal/controller/csrapproving"
 	"github.com/svcnet/svcnet/internal/controller/csrcleaner"
 	"github.com/svcnet/svcnet/internal/controller/csrsigning"
@@ -43,6 +44,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/endpointslice"
 	"github.com/svcnet/svcnet/internal/controller/endpointslicemirroring"
 	"github.com/svcnet/svcnet/internal/controller/garbagecollector"
+	"github.com/svcnet/svcnet/internal/controller/job"
 	"github.com/svcnet/svcnet/internal/controller/namespace"
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle"
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle/tainteviction"
@@ -55,6 +57,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/servicecidrs"
 	"github.com/svcnet/svcnet/internal/controller/statefulset"
 	"github.com/svcnet/svcnet/internal/controller/tokencleaner"
+	"github.com/svcnet/svcnet/internal/controller/ttlafterfinished"
 )
 
 // LeaderElectionOptions are kube-controller-manager's --leader-elect flags.
@@ -91,6 +94,7 @@ type ControllerManagerOptions struct {
 	StatefulSet   statefulset.Options
 	DaemonSet     daemonset.Options
 	PodAutoscaler podautoscaler.Options
+	Job           job.Options
 	NodeLifecycle nodelifecycle.Options
 	Scheduler     scheduler.Options
 	// GCWorkers is --concurrent-gc-syncs.
@@ -141,6 +145,7 @@ func DefaultControllerManagerOptions() ControllerManagerOptions {
 		StatefulSet:   statefulset.Options{Workers: 5},
 		DaemonSet:     daemonset.Options{Workers: 2},
 		PodAutoscaler: podautoscaler.DefaultOptions(),
+		Job:           job.Options{Workers: 5},
 		NodeLifecycle: nodelifecycle.Options{MonitorPeriod: 5 * time.Second, GracePeriod: 50 * time.Second, StartupGracePeriod: time.Minute, EvictionRate: 0.1, SecondaryRate: 0.01, LargeCluster: 50, UnhealthyZone: 0.55},
 		Scheduler:     scheduler.DefaultOptions(),
 		GCWorkers:     20,
@@ -300,6 +305,18 @@ var knownControllers = []knownController{
 		return runOf(c, err)
 	}},
 	{podautoscaler.ControllerName, "horizontalpodautoscaling", startPodAutoscaler},
+	{job.ControllerName, "job", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := job.New(ctx, d, o.Job)
+		return runOf(c, err)
+	}},
+	{cronjob.ControllerName, "cronjob", func(ctx context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := cronjob.New(ctx, d)
+		return runOf(c, err)
+	}},
+	{ttlafterfinished.ControllerName, "ttl-after-finished", func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := ttlafterfinished.New(d)
+		return runOf(c, err)
+	}},
 	{"node-lifecycle-controller", "nodelifecycle", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := nodelifecycle.New(ctx, d, o.NodeLifecycle)
 		return runOf(c, err)

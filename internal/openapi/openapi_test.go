@@ -400,7 +400,7 @@ func TestNotFoundAndRedirect(t *testing.T) {
 
 func TestNewRejects(t *testing.T) {
 	for name, rs := range map[string][]Resource{
-		"unknown kind":        {{GVK: gvk("batch", "v1", "Job"), Plural: "jobs", Namespaced: true}},
+		"unknown kind":        {{GVK: gvk("example.com", "v1", "Widget"), Plural: "widgets", Namespaced: true}},
 		"bad subresource":     {{GVK: gvk("", "v1", "Pod"), Plural: "pods", Namespaced: true, Subresources: []string{"log/x"}}},
 		"duplicate":           {{GVK: gvk("", "v1", "Pod"), Plural: "pods"}, {GVK: gvk("", "v1", "Pod"), Plural: "pods"}},
 		"missing plural":      {{GVK: gvk("", "v1", "Pod")}},

@@ -48,6 +48,7 @@ func evictions(d Deps) *pod.Evictions {
 // Resources returns fresh descriptors of every served resource.
 func Resources(d Deps) []*registry.Resource {
 	out := append(core(d), groups()...)
+	out = append(out, batch()...)
 	out = append(out, certificates(d)...)
 	out = append(out, apiextensions()...)
 	if d.Metrics != nil {

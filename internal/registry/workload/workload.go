@@ -131,11 +131,18 @@ func Columns(status []registry.Column, wide ...registry.Column) []registry.Colum
 	return append(columns, wide...)
 }
 
-// containerColumns are the wide CONTAINERS and IMAGES columns: the template's
-// container names and images, each joined with ",".
+// containerColumns are the wide CONTAINERS and IMAGES columns of a workload
+// kind.
 func containerColumns() []registry.Column {
+	return ContainerColumns(func(o runtime.Object) *corev1.PodTemplateSpec { return partsOf(o).template })
+}
+
+// ContainerColumns are the wide CONTAINERS and IMAGES columns of any kind
+// with a pod template (template finds it): the template's container names
+// and images, each joined with ",".
+func ContainerColumns(template func(runtime.Object) *corev1.PodTemplateSpec) []registry.Column {
 	join := func(o runtime.Object, field func(corev1.Container) string) string {
-		containers := partsOf(o).template.Spec.Containers
+		containers := template(o).Spec.Containers
 		out := make([]string, len(containers))
 		for i, c := range containers {
 			out[i] = field(c)

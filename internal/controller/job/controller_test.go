@@ -1,0 +1,235 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/controllertest"
+)
+
+// newJob is a job as the API server stores it: generated selector and
+// labels, defaults.
+func newJob(name string, completions, parallelism int32, mode batchv1.CompletionMode) *batchv1.Job {
+	uid := types.UID("uid-" + name)
+	l := map[string]string{batchv1.ControllerUidLabel: string(uid), batchv1.JobNameLabel: name}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: uid},
+		Spec: batchv1.JobSpec{
+			Completions: ptr.To(completions), Parallelism: ptr.To(parallelism), BackoffLimit: ptr.To[int32](1),
+			CompletionMode: ptr.To(mode), Suspend: ptr.To(false), PodReplacementPolicy: ptr.To(batchv1.TerminatingOrFailed),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{batchv1.ControllerUidLabel: string(uid)}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}},
+		},
+	}
+}
+
+func run(t *testing.T, cs *fake.Clientset) *Controller {
+	var c *Controller
+	controllertest.Start(t, cs, func(ctx context.Context, d controller.Deps) []func(context.Context) {
+		var err error
+		if c, err = New(ctx, d, Options{Workers: 2}); err != nil {
+			t.Fatal(err)
+		}
+		return []func(context.Context){c.Run}
+	})
+	return c
+}
+
+func pods(t *testing.T, cs *fake.Clientset) []corev1.Pod {
+	list, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// finish ends the running pods with the given exit code, as a node would.
+func finish(t *testing.T, cs *fake.Clientset, code int32) {
+	for _, p := range pods(t, cs) {
+		if p.Status.Phase != "" {
+			continue
+		}
+		p.Status.Phase = corev1.PodSucceeded
+		if code != 0 {
+			p.Status.Phase = corev1.PodFailed
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.Now()}}}}
+		p.ResourceVersion += "1" // the fake keeps resource versions as given
+		if _, err := cs.CoreV1().Pods("default").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func jobStatus(t *testing.T, cs *fake.Clientset, name string) batchv1.JobStatus {
+	j, err := cs.BatchV1().Jobs("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j.Status
+}
+
+func waitPods(t *testing.T, cs *fake.Clientset, n int) {
+	controllertest.Eventually(t, func() string {
+		running := 0
+		for _, p := range pods(t, cs) {
+			if p.Status.Phase == "" {
+				running++
+			}
+		}
+		if running != n {
+			return fmt.Sprintf("%d running pods, want %d", running, n)
+		}
+		return ""
+	})
+}
+
+func TestCompletionsAndParallelism(t *testing.T) {
+	cs := controllertest.NewClient(newJob("work", 3, 2, batchv1.NonIndexedCompletion))
+	run(t, cs)
+	waitPods(t, cs, 2)
+	for _, p := range pods(t, cs) {
+		if !slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) || metav1.GetControllerOf(&p).Name != "work" {
+			t.Errorf("pod %s: finalizers %v, owner %v", p.Name, p.Finalizers, p.OwnerReferences)
+		}
+	}
+	finish(t, cs, 0)
+	waitPods(t, cs, 1) // one completion left
+	finish(t, cs, 0)
+	controllertest.Eventually(t, func() string {
+		st := jobStatus(t, cs, "work")
+		if st.Succeeded != 3 || !hasCondition(st, batchv1.JobComplete) || !hasCondition(st, batchv1.JobSuccessCriteriaMet) || st.CompletionTime == nil {
+			return fmt.Sprintf("status %+v", st)
+		}
+		return ""
+	})
+	for _, p := range pods(t, cs) {
+		if len(p.Finalizers) != 0 {
+			t.Errorf("pod %s kept finalizers %v", p.Name, p.Finalizers)
+		}
+	}
+}
+
+func TestBackoffLimitExceeded(t *testing.T) {
+	cs := controllertest.NewClient(newJob("broken", 1, 1, batchv1.NonIndexedCompletion))
+	c := run(t, cs)
+	waitPods(t, cs, 1)
+	finish(t, cs, 3)
+	// The replacement waits out the back-off of the first failure.
+	controllertest.Eventually(t, func() string {
+		if w := c.backoff.remaining("default/broken", time.Now()); w < 5*time.Second {
+			return fmt.Sprintf("back-off %s after one failure, want about 10s", w)
+		}
+		return ""
+	})
+	c.backoff.forget("default/broken")
+	c.queue.Add("default/broken")
+	waitPods(t, cs, 1)
+	finish(t, cs, 3)
+	controllertest.Eventually(t, func() string {
+		st := jobStatus(t, cs, "broken")
+		for _, cond := range st.Conditions {
+			if cond.Type == batchv1.JobFailed && cond.Reason == batchv1.JobReasonBackoffLimitExceeded && st.Failed == 2 && hasCondition(st, batchv1.JobFailureTarget) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("status %+v", st)
+	})
+}
+
+func TestIndexedPods(t *testing.T) {
+	cs := controllertest.NewClient(newJob("idx", 3, 2, batchv1.IndexedCompletion))
+	run(t, cs)
+	waitPods(t, cs, 2)
+	var got []string
+	for _, p := range pods(t, cs) {
+		env := p.Spec.Containers[0].Env
+		if len(env) != 1 || env[0].Name != "JOB_COMPLETION_INDEX" ||
+			env[0].ValueFrom.FieldRef.FieldPath != "metadata.annotations['batch.kubernetes.io/job-completion-index']" {
+			t.Errorf("pod %s env %+v", p.Name, env)
+		}
+		got = append(got, p.Annotations[batchv1.JobCompletionIndexAnnotation]+"="+p.Spec.Hostname)
+	}
+	slices.Sort(got)
+	if strings.Join(got, " ") != "0=idx-0 1=idx-1" {
+		t.Errorf("indexes and hostnames %v", got)
+	}
+	finish(t, cs, 0)
+	waitPods(t, cs, 1)
+	finish(t, cs, 0)
+	controllertest.Eventually(t, func() string {
+		if st := jobStatus(t, cs, "idx"); st.CompletedIndexes != "0-2" || !hasCondition(st, batchv1.JobComplete) {
+			return fmt.Sprintf("status %+v", st)
+		}
+		return ""
+	})
+}
+
+func TestSuspendDeletesPods(t *testing.T) {
+	j := newJob("later", 2, 2, batchv1.NonIndexedCompletion)
+	j.Spec.Suspend = ptr.To(true)
+	cs := controllertest.NewClient(j)
+	run(t, cs)
+	controllertest.Eventually(t, func() string {
+		st := jobStatus(t, cs, "later")
+		if !hasCondition(st, batchv1.JobSuspended) || len(pods(t, cs)) != 0 || st.StartTime != nil {
+			return fmt.Sprintf("status %+v, %d pods", st, len(pods(t, cs)))
+		}
+		return ""
+	})
+}
+
+func TestIndexes(t *testing.T) {
+	s := parseIndexes("0,2-4,9", 5)
+	if got := formatIndexes(s); got != "0,2-4" {
+		t.Errorf("formatted %q", got)
+	}
+	if got := missingIndexes(6, s, sets.New(1), 3); !slices.Equal(got, []int{5}) {
+		t.Errorf("missing %v", got)
+	}
+	policy := &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("0-1")}, {SucceededCount: ptr.To[int32](3)}}}
+	if msg, ok := matchSuccessPolicy(policy, 5, s); !ok || msg != "Matched rules at index 1" {
+		t.Errorf("success policy: %q %v", msg, ok)
+	}
+}
+
+func TestPodFailurePolicy(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodFailed,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 42}}}}}}
+	policy := &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+		{Action: batchv1.PodFailurePolicyActionIgnore, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{1}}},
+		{Action: batchv1.PodFailurePolicyActionFailJob, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpNotIn, Values: []int32{1}}},
+	}}
+	counts, msg := matchPodFailurePolicy(policy, pod)
+	if !counts || msg == nil || *msg != "Container main for pod ns/p failed with exit code 42 matching FailJob rule at index 1" {
+		t.Errorf("FailJob: %v %v", counts, msg)
+	}
+	pod.Status.ContainerStatuses[0].State.Terminated.ExitCode = 1
+	if counts, msg := matchPodFailurePolicy(policy, pod); counts || msg != nil {
+		t.Errorf("Ignore: %v %v", counts, msg)
+	}
+}
+
+func hasCondition(st batchv1.JobStatus, t batchv1.JobConditionType) bool {
+	for _, c := range st.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
