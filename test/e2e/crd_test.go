@@ -214,3 +214,49 @@ func TestCustomResourceDefinitionBadInput(t *testing.T) {
 		t.Errorf("a refused definition was stored: %s", out)
 	}
 }
+
+// gizmoCRD serves v1 and v2 of one kind, stored at v1, with the None
+// conversion; v1beta1 is defined but not served.
+const gizmoCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo}
+  scope: Cluster
+  versions:
+  - {name: v1beta1, served: false, storage: false, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+  - {name: v2, served: true, storage: false, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+`
+
+// TestCustomResourceVersions: every served version reads and writes the
+// same objects, stored at the storage version; discovery prefers the
+// highest version; an unserved version is not found; a cluster-scoped kind
+// keeps unknown fields where its schema says so.
+func TestCustomResourceVersions(t *testing.T) {
+	c := startCluster(t)
+	c.withStdin(gizmoCRD, "apply", "-f", "-")
+	c.must("wait", "--for=condition=Established", "--timeout=30s", "crd/gizmos.example.com")
+	c.withStdin("apiVersion: example.com/v2\nkind: Gizmo\nmetadata: {name: g1}\nspec: {anything: [1, 2]}\n", "create", "-f", "-")
+	if out := c.must("get", "gizmos.v1.example.com", "g1", "-o", "jsonpath={.apiVersion} {.spec.anything}"); out != "example.com/v1 [1,2]" {
+		t.Errorf("read at v1: %q", out)
+	}
+	if out := c.must("get", "gizmo", "g1", "-o", "jsonpath={.apiVersion}"); out != "example.com/v2" {
+		t.Errorf("kubectl's preferred version: %q, want example.com/v2", out)
+	}
+	if out := c.must("get", "--raw", "/apis/example.com"); !strings.Contains(out, `"preferredVersion":{"groupVersion":"example.com/v2","version":"v2"}`) {
+		t.Errorf("group discovery: %s", out)
+	}
+	if out := c.fails("get", "--raw", "/apis/example.com/v1beta1/gizmos"); !strings.Contains(out, "NotFound") && !strings.Contains(out, "not found") {
+		t.Errorf("the unserved version answers: %s", out)
+	}
+	c.must("patch", "gizmos.v1.example.com", "g1", "--type=merge", "-p", `{"spec":{"more":true}}`)
+	if out := c.must("get", "gizmos.v2.example.com", "g1", "-o", "jsonpath={.spec.more} {.status.storedVersions}"); out != "true " {
+		t.Errorf("v2 after a v1 patch: %q", out)
+	}
+	if out := c.must("get", "crd", "gizmos.example.com", "-o", "jsonpath={.status.storedVersions}"); out != `["v1"]` {
+		t.Errorf("storedVersions %s", out)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/controller/garbagecollector"
 )
 
 // buildTool builds a program of the nested module testdata/tools (a
@@ -26,7 +28,8 @@ func buildTool(t *testing.T, pkg, name string) string {
 // TestControllerRuntimeOperator: an operator built with controller-runtime
 // (a manager with one reconciler on the Widget kind) reconciles against
 // svcnet: it marks widgets ready through the status subresource and keeps
-// a ConfigMap each widget owns.
+// a ConfigMap each widget owns, which the garbage collector removes with
+// its widget (a kind defined after the collector started).
 func TestControllerRuntimeOperator(t *testing.T) {
 	operator := buildTool(t, "./widget-operator", "widget-operator")
 	c := startCluster(t)
@@ -63,6 +66,14 @@ func TestControllerRuntimeOperator(t *testing.T) {
 	eventually(t, 30*time.Second, func() string {
 		if size, _ := c.kubectl("", "get", "configmap", "widget-w1", "-o", "jsonpath={.data.size}"); size != "5" {
 			return "configmap size " + size
+		}
+		return ""
+	})
+	// The collector finds the new kind at its next look at discovery.
+	c.must("delete", "widget", "w1")
+	eventually(t, 2*garbagecollector.DiscoveryResync+30*time.Second, func() string {
+		if out, err := c.kubectl("", "get", "configmap", "widget-w1"); err == nil || !strings.Contains(out, "not found") {
+			return "the widget's ConfigMap is still there: " + out
 		}
 		return ""
 	})

@@ -42,3 +42,22 @@ func TestRunServicesSmall(t *testing.T) {
 		t.Errorf("printed result:\n%s", out)
 	}
 }
+
+// TestRunCustomResourcesSmall keeps the custom resource benchmark working;
+// the figures come from `go run ./bench/customresources`.
+func TestRunCustomResourcesSmall(t *testing.T) {
+	res, out := benchmain.Small(t, func(ctx context.Context) (*CustomResourceResult, error) {
+		return RunCustomResources(ctx, Options{N: 100, Workers: 4})
+	})
+	if len(res.Pairs) != 3 {
+		t.Fatalf("got %+v", res)
+	}
+	for _, p := range res.Pairs {
+		if p[0].Rate() <= 0 || p[1].Rate() <= 0 {
+			t.Errorf("%s not measured: %+v", p[0].Name, p)
+		}
+	}
+	if !strings.Contains(out, "ratio") || !strings.Contains(out, "list") {
+		t.Errorf("printed result:\n%s", out)
+	}
+}

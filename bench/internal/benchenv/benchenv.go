@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/cluster"
@@ -33,8 +34,9 @@ func FreeAddr() (string, error) {
 // Server is a running API server.
 type Server struct {
 	*cluster.APIServer
-	// Client is unthrottled.
+	// Client is unthrottled, as Config, for other clients.
 	Client kubernetes.Interface
+	Config *rest.Config
 	// DataDir is the server's data dir (its pki holds the cluster CA).
 	DataDir string
 
@@ -73,6 +75,7 @@ func StartServer(ctx context.Context, options ...func(*cluster.APIServerOptions)
 	cfg, err := clientcmd.BuildConfigFromFlags("", api.Kubeconfig)
 	if err == nil {
 		cfg.QPS, cfg.Burst = 1e6, 1e6
+		s.Config = cfg
 		s.Client, err = kubernetes.NewForConfig(cfg)
 	}
 	if err != nil {

@@ -9,7 +9,9 @@
 //     ownerReferences, then lifts its orphan finalizer,
 //
 // which is what `kubectl delete --cascade=background|foreground|orphan`
-// asks for.
+// asks for. As upstream's, it looks at discovery again every
+// DiscoveryResync, so that the kinds of custom resource definitions made
+// later are collected too.
 package garbagecollector
 
 import (
@@ -20,6 +22,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -43,32 +47,53 @@ var ignored = map[schema.GroupResource]bool{
 	{Group: "events.k8s.io", Resource: "events"}: true,
 }
 
+// DiscoveryResync is how often the collector looks for new resources, as
+// upstream's --garbage-collector resync period.
+const DiscoveryResync = 30 * time.Second
+
 // Controller is the garbage collector.
 type Controller struct {
 	workers   int
 	meta      metadata.Interface
-	mapper    meta.RESTMapper
+	disco     discovery.DiscoveryInterface
 	graph     *graph
 	informers metadatainformer.SharedInformerFactory
 	synced    []cache.InformerSynced
 	queue     *controller.Queue[types.UID]
+
+	mu      sync.RWMutex
+	mapper  meta.RESTMapper
+	watched map[schema.GroupVersionResource]bool
 }
 
 // New discovers the deletable resources and registers a metadata informer
 // for each.
 func New(m *controller.Metrics, metaClient metadata.Interface, disco discovery.DiscoveryInterface, workers int) (*Controller, error) {
-	groups, err := restmapper.GetAPIGroupResources(disco)
-	if err != nil {
-		return nil, fmt.Errorf("garbage collector: discover resources: %w", err)
-	}
 	c := &Controller{
 		workers:   workers,
 		meta:      metaClient,
-		mapper:    restmapper.NewDiscoveryRESTMapper(groups),
+		disco:     disco,
 		informers: metadatainformer.NewSharedInformerFactory(metaClient, 0),
+		watched:   map[schema.GroupVersionResource]bool{},
 	}
 	c.graph = newGraph(c.namespaced)
 	c.queue = controller.NewQueue(m, controller.QueueConfig[types.UID]{Name: "garbage_collector", Sync: c.sync})
+	if err := c.discover(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// discover maps the served kinds anew and watches the deletable resources
+// not watched yet.
+func (c *Controller) discover() error {
+	groups, err := restmapper.GetAPIGroupResources(c.disco)
+	if err != nil {
+		return fmt.Errorf("garbage collector: discover resources: %w", err)
+	}
+	c.mu.Lock()
+	c.mapper = restmapper.NewDiscoveryRESTMapper(groups)
+	c.mu.Unlock()
 	for _, g := range groups {
 		for version, resources := range g.VersionedResources {
 			if version != g.Group.PreferredVersion.Version {
@@ -76,16 +101,17 @@ func New(m *controller.Metrics, metaClient metadata.Interface, disco discovery.D
 			}
 			for _, r := range resources {
 				gvr := schema.GroupVersionResource{Group: g.Group.Name, Version: version, Resource: r.Name}
-				if ignored[gvr.GroupResource()] || !deletable(r) {
+				if ignored[gvr.GroupResource()] || !deletable(r) || c.watched[gvr] {
 					continue
 				}
 				if err := c.watch(gvr, gvr.GroupVersion().WithKind(r.Kind)); err != nil {
-					return nil, err
+					return err
 				}
+				c.watched[gvr] = true
 			}
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // deletable says whether a discovered resource is a top-level resource the
@@ -135,7 +161,30 @@ func (c *Controller) enqueue(uids []types.UID) {
 func (c *Controller) Run(ctx context.Context) {
 	c.informers.Start(ctx.Done())
 	defer c.informers.Shutdown()
-	c.queue.Run(ctx, c.workers, c.synced...)
+	synced := c.synced // the resources found at the start
+	var wg sync.WaitGroup
+	wg.Go(func() { c.resync(ctx) })
+	c.queue.Run(ctx, c.workers, synced...)
+	wg.Wait()
+}
+
+// resync looks at discovery every DiscoveryResync until ctx ends, and
+// starts the informers of new resources.
+func (c *Controller) resync(ctx context.Context) {
+	t := time.NewTicker(DiscoveryResync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := c.discover(); err != nil {
+			slog.Warn("garbage collector: discovery failed, trying again later", "err", err)
+			continue
+		}
+		c.informers.Start(ctx.Done())
+	}
 }
 
 // resource maps an apiVersion and kind to its resource and scope.
@@ -144,7 +193,10 @@ func (c *Controller) resource(apiVersion, kind string) (schema.GroupVersionResou
 	if err != nil {
 		return schema.GroupVersionResource{}, false, fmt.Errorf("bad apiVersion %q: %w", apiVersion, err)
 	}
-	m, err := c.mapper.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
+	c.mu.RLock()
+	mapper := c.mapper
+	c.mu.RUnlock()
+	m, err := mapper.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
 	if err != nil {
 		return schema.GroupVersionResource{}, false, fmt.Errorf("map %s %s: %w", apiVersion, kind, err)
 	}
