@@ -198,9 +198,18 @@ func TestCustomResourceDefinitions(t *testing.T) {
 // refused with its causes, and nothing is stored.
 func TestCustomResourceDefinitionBadInput(t *testing.T) {
 	c := startCluster(t)
+	// A kind nothing defines: kubectl's words after it looked for its
+	// definition, as against kube-apiserver (issue 13).
+	out, err := c.kubectl(widget("w1", "{size: 1}"), "create", "-f", "-")
+	if err == nil || !strings.Contains(out, `no matches for kind "Widget" in version "example.com/v1"`) || !strings.Contains(out, "ensure CRDs are installed first") {
+		t.Errorf("create of an undefined kind: err %v\n%s", err, out)
+	}
+	if out := c.fails("get", "--raw", "/apis/example.com/v1/widgets"); !strings.Contains(out, "the server could not find the requested resource") {
+		t.Errorf("an unserved group: %s", out)
+	}
 	nonStructural := strings.Replace(widgetCRD, "              size: {type: integer, minimum: 0, description: \"How big the widget is.\"}\n",
 		"              size: {minimum: 0}\n", 1)
-	out, err := c.kubectl(nonStructural, "create", "-f", "-")
+	out, err = c.kubectl(nonStructural, "create", "-f", "-")
 	if err == nil || !strings.Contains(out, `The CustomResourceDefinition "widgets.example.com" is invalid`) ||
 		!strings.Contains(out, "spec.validation.openAPIV3Schema.properties[spec].properties[size].type: Required value: must not be empty for specified object fields") {
 		t.Errorf("non-structural schema: err %v\n%s", err, out)
