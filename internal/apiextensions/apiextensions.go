@@ -55,6 +55,7 @@ type Controllers struct {
 
 	mu      sync.Mutex
 	serving map[string]string // definition name -> what its resources were built from
+	tried   map[string]bool   // definitions synced at least once
 }
 
 // New builds the controllers over the API server's loopback config; they
@@ -72,7 +73,7 @@ func New(config *rest.Config, set *registry.Set, oapi *openapi.Service, m *contr
 	crds := factory.Apiextensions().V1().CustomResourceDefinitions()
 	c := &Controllers{
 		client: client, dynamic: dyn, factory: factory, lister: crds.Lister(),
-		resources: set, openapi: oapi, serving: map[string]string{},
+		resources: set, openapi: oapi, serving: map[string]string{}, tried: map[string]bool{},
 		naming:    status.NewNamingConditionController(klog.Background(), crds, client.ApiextensionsV1()),
 		establish: establish.NewEstablishingController(crds, client.ApiextensionsV1()),
 	}
@@ -103,12 +104,34 @@ func (c *Controllers) Run(ctx context.Context) {
 }
 
 // HasSynced reports whether the definitions stored when the server
-// started are served.
-func (c *Controllers) HasSynced() bool { return c.synced() }
+// started have been looked at, so that a restarted server serves their
+// objects before it says it is ready.
+func (c *Controllers) HasSynced() bool {
+	if !c.synced() {
+		return false
+	}
+	crds, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, crd := range crds {
+		if !c.tried[crd.Name] {
+			return false
+		}
+	}
+	return true
+}
 
 // sync serves, re-serves or stops serving one definition, and finalizes
 // it once it is being deleted.
 func (c *Controllers) sync(ctx context.Context, name string) error {
+	defer func() {
+		c.mu.Lock()
+		c.tried[name] = true
+		c.mu.Unlock()
+	}()
 	crd, err := c.lister.Get(name)
 	if apierrors.IsNotFound(err) {
 		return c.serve(name, nil)

@@ -268,4 +268,9 @@ func TestCustomResourceVersions(t *testing.T) {
 	if out := c.must("get", "crd", "gizmos.example.com", "-o", "jsonpath={.status.storedVersions}"); out != `["v1"]` {
 		t.Errorf("storedVersions %s", out)
 	}
+	// A restarted server serves the stored definitions once it is up.
+	c.restart()
+	if out := c.must("get", "gizmo", "g1", "-o", "jsonpath={.spec.more}"); out != "true" {
+		t.Errorf("after a restart: %q", out)
+	}
 }
