@@ -143,7 +143,10 @@ func TestJobs(t *testing.T) {
 			!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "tick * * * * * <none> False") {
 			t.Errorf("kubectl get cronjobs:\n%s", out)
 		}
-		// A Job from the CronJob's template, by hand.
+		// A Job from the CronJob's template, by hand. The CronJob is
+		// suspended first: its history limit of one would otherwise
+		// remove the manual Job (it owns it) once a later tick finishes.
+		c.must("patch", "cronjob", "tick", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
 		c.must("create", "job", "manual", "--from=cronjob/tick", "-n", ns)
 		waitCondition(t, ns, "manual", "Complete", time.Minute)
 		if got := field(ns, "job", "manual", "{.metadata.annotations.cronjob\\.kubernetes\\.io/instantiate}"); got != "manual" {
