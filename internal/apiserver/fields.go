@@ -49,10 +49,11 @@ func (f *fieldManagers) get(res *registry.Resource, sub string) (*managedfields.
 	}
 	var fm *managedfields.FieldManager
 	var err error
-	if u := res.Unstructured; u != nil {
-		storage := schema.GroupVersion{Group: res.Kind.Group, Version: u.StorageVersion}
+	if res.Unstructured != nil {
+		// The hub is the served version itself, as upstream's custom
+		// resource handler has it: what apply returns is written as is.
 		fm, err = managedfields.NewDefaultCRDFieldManager(res.TypeConverter, unstructuredConverter{}, defaulter{res}, unstructuredConverter{},
-			res.Kind, storage, sub, nil)
+			res.Kind, res.Kind.GroupVersion(), sub, nil)
 	} else {
 		tc := res.TypeConverter
 		if tc == nil {

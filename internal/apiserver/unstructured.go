@@ -55,13 +55,15 @@ func newList(res *registry.Resource) (runtime.Object, error) {
 
 // served is a stored object as res serves it: a custom resource stored at
 // another version is answered at res's (upstream's None conversion, which
-// changes apiVersion only).
+// changes apiVersion only), with the defaults its schema has gained since
+// it was written, as upstream defaults what it reads from etcd.
 func served(res *registry.Resource, obj runtime.Object) runtime.Object {
 	if res.Unstructured == nil || obj == nil {
 		return obj
 	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		u.SetAPIVersion(res.Kind.GroupVersion().String())
+		res.Strategy.Default(u)
 	}
 	return obj
 }

@@ -261,6 +261,11 @@ func TestCustomResourceVersions(t *testing.T) {
 	if out := c.fails("get", "--raw", "/apis/example.com/v1beta1/gizmos"); !strings.Contains(out, "NotFound") && !strings.Contains(out, "not found") {
 		t.Errorf("the unserved version answers: %s", out)
 	}
+	// Server-side apply at a version that is not the storage version.
+	c.withStdin("apiVersion: example.com/v2\nkind: Gizmo\nmetadata: {name: g2}\nspec: {applied: done}\n", "apply", "--server-side", "-f", "-")
+	if out := c.must("get", "gizmos.v2.example.com", "g2", "-o", "jsonpath={.apiVersion} {.spec.applied}"); out != "example.com/v2 done" {
+		t.Errorf("applied at v2: %q", out)
+	}
 	c.must("patch", "gizmos.v1.example.com", "g1", "--type=merge", "-p", `{"spec":{"more":true}}`)
 	if out := c.must("get", "gizmos.v2.example.com", "g1", "-o", "jsonpath={.spec.more} {.status.storedVersions}"); out != "true " {
 		t.Errorf("v2 after a v1 patch: %q", out)
