@@ -19,8 +19,10 @@ import (
 // client-go embeds for the built-in types.
 type fieldManagers struct {
 	tc managedfields.TypeConverter
-	mu sync.Mutex
-	m  map[managerKey]*managedfields.FieldManager
+	// conv converts between the versions managers wrote at.
+	conv storageConverter
+	mu   sync.Mutex
+	m    map[managerKey]*managedfields.FieldManager
 }
 
 // managerKey names a field manager: a resource (a custom resource's
@@ -30,8 +32,9 @@ type managerKey struct {
 	sub string
 }
 
-func newFieldManagers() *fieldManagers {
-	return &fieldManagers{tc: applyconfigurations.NewTypeConverter(registry.Scheme), m: map[managerKey]*managedfields.FieldManager{}}
+func newFieldManagers(set *registry.Set) *fieldManagers {
+	return &fieldManagers{tc: applyconfigurations.NewTypeConverter(registry.Scheme), conv: storageConverter{set},
+		m: map[managerKey]*managedfields.FieldManager{}}
 }
 
 // defaulter runs a kind's strategy defaults, so that applied configurations
@@ -59,7 +62,7 @@ func (f *fieldManagers) get(res *registry.Resource, sub string) (*managedfields.
 		if tc == nil {
 			tc = f.tc
 		}
-		fm, err = managedfields.NewDefaultFieldManager(tc, registry.Scheme, defaulter{res}, registry.Scheme,
+		fm, err = managedfields.NewDefaultFieldManager(tc, f.conv, defaulter{res}, registry.Scheme,
 			res.Kind, res.Kind.GroupVersion(), sub, nil)
 	}
 	if err != nil {
@@ -127,4 +130,36 @@ func (unstructuredConverter) ConvertToVersion(in runtime.Object, target runtime.
 
 func (unstructuredConverter) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
 	return label, value, nil
+}
+
+// storageConverter converts typed objects for the field managers, which
+// compare an object with what managers wrote at other versions: between
+// a resource's served and stored versions (registry.StorageVersion) by
+// its hooks, otherwise as the scheme does.
+type storageConverter struct{ set *registry.Set }
+
+func (c storageConverter) Convert(in, out, ctx interface{}) error {
+	return registry.Scheme.Convert(in, out, ctx)
+}
+
+func (c storageConverter) ConvertToVersion(in runtime.Object, target runtime.GroupVersioner) (runtime.Object, error) {
+	from := kindOf(in)
+	is := func(k schema.GroupVersionKind) bool {
+		to, ok := target.KindForGroupVersionKinds([]schema.GroupVersionKind{k})
+		return ok && to == k && k != from
+	}
+	for _, r := range c.set.All() {
+		switch {
+		case r.Storage == nil:
+		case from == r.Kind && is(r.Storage.Kind):
+			return r.Storage.ToStorage(in)
+		case from == r.Storage.Kind && is(r.Kind):
+			return r.Storage.FromStorage(in)
+		}
+	}
+	return registry.Scheme.ConvertToVersion(in, target)
+}
+
+func (c storageConverter) ConvertFieldLabel(gvk schema.GroupVersionKind, label, value string) (string, string, error) {
+	return registry.Scheme.ConvertFieldLabel(gvk, label, value)
 }

@@ -69,7 +69,13 @@ func newSelector(res *registry.Resource, labelSel, fieldSel string) (*selector, 
 
 func (sel *selector) everything() bool { return sel.labels.Empty() && sel.fields.Empty() }
 
+// matches reports whether obj, as stored, matches the selector as the
+// resource serves it.
 func (sel *selector) matches(obj runtime.Object) bool {
+	obj, err := served(sel.res, obj)
+	if err != nil {
+		return false
+	}
 	a, err := meta.Accessor(obj)
 	if err != nil {
 		return false
@@ -154,8 +160,10 @@ func (s *Server) listObjects(ctx context.Context, res *registry.Resource, ns str
 	if err != nil {
 		return nil, storageError(err, res, "")
 	}
-	for _, it := range out.Items {
-		served(res, it)
+	for i, it := range out.Items {
+		if out.Items[i], err = served(res, it); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -124,7 +124,7 @@ func (s *Server) get(ctx context.Context, res *registry.Resource, ns, name strin
 	if err != nil {
 		return nil, storageError(err, res, name)
 	}
-	return served(res, obj), nil
+	return served(res, obj)
 }
 
 // checkNamespace is upstream's NamespaceLifecycle admission for creates.
@@ -266,7 +266,12 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 			done(nil)
 			return next, nil
 		}
-		out, err := s.store.Create(ctx, key(res, a.GetNamespace(), a.GetName()), toStorage(res, next), extra)
+		stored, err := toStorage(res, next)
+		if err != nil {
+			done(err)
+			return nil, err
+		}
+		out, err := s.store.Create(ctx, key(res, a.GetNamespace(), a.GetName()), stored, extra)
 		done(err)
 		if retryExtra(err, &extraRetries) || (attempt+1 < maxNameAttempts && errors.Is(err, storage.ErrExists) && generated) {
 			continue
@@ -274,7 +279,7 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 		if err != nil {
 			return nil, storageError(err, res, a.GetName())
 		}
-		return served(res, out), nil
+		return served(res, out)
 	}
 }
 
@@ -361,7 +366,12 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 			done(nil)
 			return next, false, nil
 		}
-		out, err := s.store.Update(ctx, key(res, ns, name), toStorage(res, next), rvOf(cur), extra)
+		stored, err := toStorage(res, next)
+		if err != nil {
+			done(err)
+			return nil, false, err
+		}
+		out, err := s.store.Update(ctx, key(res, ns, name), stored, rvOf(cur), extra)
 		done(err)
 		if retryExtra(err, &extraRetries) || ((errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound)) && !conditional) {
 			continue
@@ -369,7 +379,8 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 		if err != nil {
 			return nil, false, storageError(err, res, name)
 		}
-		return served(res, out), false, nil
+		out, err = served(res, out)
+		return out, false, err
 	}
 }
 
@@ -566,14 +577,19 @@ func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name st
 			if same, _ := s.sameStored(cur, next); same {
 				return cur, false, nil
 			}
-			out, err := s.store.Update(ctx, key(res, ns, name), toStorage(res, next), rvOf(cur), storage.Extra{})
+			stored, err := toStorage(res, next)
+			if err != nil {
+				return nil, false, err
+			}
+			out, err := s.store.Update(ctx, key(res, ns, name), stored, rvOf(cur), storage.Extra{})
 			if errors.Is(err, storage.ErrConflict) {
 				continue
 			}
 			if err != nil {
 				return nil, false, storageError(err, res, name)
 			}
-			return served(res, out), false, nil
+			out, err = served(res, out)
+			return out, false, err
 		}
 		if dryRun {
 			return cur, true, s.dryRunDelete(ctx, res, cur)
@@ -599,7 +615,10 @@ func (s *Server) deleteStored(ctx context.Context, res *registry.Resource, ns, n
 	}
 	out, err := s.store.Delete(ctx, key(res, ns, name), rvOf(cur), extra)
 	done(err)
-	return served(res, out), err
+	if err != nil {
+		return nil, err
+	}
+	return served(res, out)
 }
 
 // dryRunDelete runs the Writer's checks of a delete without committing.

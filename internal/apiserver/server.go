@@ -86,7 +86,7 @@ func New(c Config) (*Server, error) {
 		store:      c.Store,
 		resources:  c.Resources,
 		namespaces: ns,
-		fields:     newFieldManagers(),
+		fields:     newFieldManagers(c.Resources),
 		openapi:    c.OpenAPI,
 		version:    c.Version,
 		metrics:    newMetrics(),

@@ -56,30 +56,59 @@ func newList(res *registry.Resource) (runtime.Object, error) {
 // served is a stored object as res serves it: a custom resource stored at
 // another version is answered at res's (upstream's None conversion, which
 // changes apiVersion only), with the defaults its schema has gained since
-// it was written, as upstream defaults what it reads from etcd.
-func served(res *registry.Resource, obj runtime.Object) runtime.Object {
-	if res.Unstructured == nil || obj == nil {
-		return obj
+// it was written, as upstream defaults what it reads from etcd; an object
+// of a typed resource stored at another version (registry.StorageVersion)
+// is converted.
+func served(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+	if obj == nil {
+		return nil, nil
 	}
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		u.SetAPIVersion(res.Kind.GroupVersion().String())
-		res.Strategy.Default(u)
+	if res.Unstructured != nil {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			u.SetAPIVersion(res.Kind.GroupVersion().String())
+			res.Strategy.Default(u)
+		}
+		return obj, nil
 	}
-	return obj
+	if res.Storage == nil || kindOf(obj) != res.Storage.Kind {
+		return obj, nil
+	}
+	out, err := res.Storage.FromStorage(obj)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("converting %s to %s: %w", res.Storage.Kind, res.Kind, err))
+	}
+	return out, nil
 }
 
-// toStorage is obj as stored: a custom resource at its storage version.
-func toStorage(res *registry.Resource, obj runtime.Object) runtime.Object {
+// toStorage is obj as stored: a custom resource at its storage version,
+// a typed object converted to its resource's storage kind.
+func toStorage(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+	if res.Storage != nil && kindOf(obj) == res.Kind {
+		out, err := res.Storage.ToStorage(obj)
+		if err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("converting %s to %s: %w", res.Kind, res.Storage.Kind, err))
+		}
+		return out, nil
+	}
 	if res.Unstructured == nil || res.Unstructured.StorageVersion == res.Kind.Version {
-		return obj
+		return obj, nil
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return obj
+		return obj, nil
 	}
 	u = u.DeepCopy()
 	u.SetAPIVersion(schema.GroupVersion{Group: res.Kind.Group, Version: res.Unstructured.StorageVersion}.String())
-	return u
+	return u, nil
+}
+
+// kindOf is the kind of a typed object's Go type.
+func kindOf(obj runtime.Object) schema.GroupVersionKind {
+	gvks, _, err := registry.Scheme.ObjectKinds(obj)
+	if err != nil || len(gvks) == 0 {
+		return schema.GroupVersionKind{}
+	}
+	return gvks[0]
 }
 
 // decodeUnstructured reads a JSON or YAML body as an object of res,

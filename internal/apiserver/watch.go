@@ -217,7 +217,10 @@ func (wt *watcher) sendStatus(err error) error {
 }
 
 func (wt *watcher) send(t watch.EventType, obj runtime.Object) error {
-	obj = served(wt.res, obj)
+	obj, err := served(wt.res, obj)
+	if err != nil {
+		return err
+	}
 	var out runtime.Object = obj
 	switch wt.f.as {
 	case "Table":

@@ -114,6 +114,11 @@ type Resource struct {
 	// type, as custom resources: they are *unstructured.Unstructured,
 	// read and written as JSON or YAML only, under the rules it holds.
 	Unstructured *Unstructured
+	// Storage, when set, means the objects are stored as another version
+	// of the kind (another Resource serves that version from the same
+	// prefix) and are converted on every read and write, as upstream's
+	// storage versions.
+	Storage *StorageVersion
 	// StoragePrefix is where the objects live in etcd; empty is
 	// "/registry/<resource>/", as upstream's built-in kinds.
 	StoragePrefix string
@@ -132,6 +137,17 @@ type Unstructured struct {
 	// Prune drops the fields the schema does not declare from a decoded
 	// object and returns their paths ("spec.foo"), as upstream's pruning.
 	Prune func(obj map[string]interface{}) []string
+}
+
+// StorageVersion converts the objects of a resource served at one version
+// and stored at another.
+type StorageVersion struct {
+	// Kind is the stored kind.
+	Kind schema.GroupVersionKind
+	// ToStorage converts a served object to the stored kind, with that
+	// kind's defaults; FromStorage converts a stored object to the
+	// served kind. Neither changes its argument.
+	ToStorage, FromStorage func(runtime.Object) (runtime.Object, error)
 }
 
 // Prefix is the etcd prefix holding the resource's objects.

@@ -29,6 +29,7 @@ func groups() []*registry.Resource {
 		daemonset.Resource(),
 		controllerrevision.Resource(),
 		horizontalpodautoscaler.Resource(),
+		horizontalpodautoscaler.ResourceV1(),
 		endpointslice.Resource(),
 		ingress.Resource(),
 		ingressclass.Resource(),

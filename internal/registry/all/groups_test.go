@@ -15,8 +15,8 @@ func TestGroupsRegister(t *testing.T) {
 		"apps/v1, Resource=deployments": true, "apps/v1, Resource=replicasets": true, "apps/v1, Resource=statefulsets": true,
 		"apps/v1, Resource=daemonsets": true, "policy/v1, Resource=poddisruptionbudgets": true,
 		"apps/v1, Resource=controllerrevisions": true, "coordination.k8s.io/v1, Resource=leases": true,
-		"autoscaling/v2, Resource=horizontalpodautoscalers": true,
-		"discovery.k8s.io/v1, Resource=endpointslices":      true, "networking.k8s.io/v1, Resource=ingresses": true,
+		"autoscaling/v2, Resource=horizontalpodautoscalers": true, "autoscaling/v1, Resource=horizontalpodautoscalers": true,
+		"discovery.k8s.io/v1, Resource=endpointslices": true, "networking.k8s.io/v1, Resource=ingresses": true,
 		"networking.k8s.io/v1, Resource=ingressclasses": true, "storage.k8s.io/v1, Resource=storageclasses": true,
 		"networking.k8s.io/v1, Resource=servicecidrs": true, "networking.k8s.io/v1, Resource=ipaddresses": true,
 	}
