@@ -139,7 +139,12 @@ func (c *Controllers) sync(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	deleting := crd.DeletionTimestamp != nil && slices.Contains(crd.Finalizers, customresourcedefinition.CleanupFinalizer)
 	if !condition(crd, apiextensionsv1.Established) {
+		if deleting {
+			// Never served: nothing of it is stored.
+			return c.release(ctx, crd, "NeverEstablished", "resource was never established")
+		}
 		if condition(crd, apiextensionsv1.NamesAccepted) {
 			c.establish.QueueCRD(name, 0)
 		}
@@ -148,7 +153,7 @@ func (c *Controllers) sync(ctx context.Context, name string) error {
 	if err := c.serve(name, crd); err != nil {
 		return err
 	}
-	if crd.DeletionTimestamp != nil && slices.Contains(crd.Finalizers, customresourcedefinition.CleanupFinalizer) {
+	if deleting {
 		return c.finalize(ctx, crd)
 	}
 	return nil

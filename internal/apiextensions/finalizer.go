@@ -45,7 +45,13 @@ func (c *Controllers) finalize(ctx context.Context, crd *apiextensionsv1.CustomR
 		c.queue.AddAfter(crd.Name, finalizeRetry)
 		return nil
 	}
-	if err := c.setTerminating(ctx, crd, "InstanceDeletionCompleted", "removed all instances"); err != nil {
+	return c.release(ctx, crd, "InstanceDeletionCompleted", "removed all instances")
+}
+
+// release says in the Terminating condition why the definition may go, and
+// removes the cleanup finalizer.
+func (c *Controllers) release(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, reason, message string) error {
+	if err := c.setTerminating(ctx, crd, reason, message); err != nil {
 		return err
 	}
 	cur, err := c.client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})

@@ -439,9 +439,18 @@ func (s *Server) applyPatch(ri *requestInfo, cur runtime.Object, body []byte, ma
 	if u.GetObjectKind().GroupVersionKind() != ri.res.Kind {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version and kind in the data (%s) do not match the expected %s", u.GetObjectKind().GroupVersionKind(), ri.res.Kind))
 	}
-	if directive == metav1.FieldValidationStrict {
+	// A typed object's unknown and duplicate fields are found by its
+	// decoder; a custom resource's unknown fields by the field manager
+	// (".spec.x: field not declared in schema"), its duplicates by a
+	// strict read of the YAML, as upstream's apply does.
+	if directive == metav1.FieldValidationStrict && ri.res.Unstructured == nil {
 		if _, _, err := decodeObject(ri.res, ri.res.Kind, mediaJSON, js, directive); err != nil {
 			return nil, err
+		}
+	}
+	if directive == metav1.FieldValidationStrict && ri.res.Unstructured != nil {
+		if err := yaml.UnmarshalStrict(body, &map[string]interface{}{}); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("error strict decoding YAML: %v", err))
 		}
 	}
 	if u.GetName() != ri.name {

@@ -162,6 +162,11 @@ func TestCustomResourceDefinitions(t *testing.T) {
 	if out := c.must("get", "widget", "s1", "-o", "jsonpath={.spec.ports}"); out != `[{"name":"a","port":1},{"name":"b","port":2}]` {
 		t.Errorf("ports after two appliers: %s", out)
 	}
+	// Apply is not pruned: the field manager refuses what the schema lacks.
+	if out, err := c.kubectl(widget("s1", "{bogus: 1}"), "apply", "--server-side", "--field-manager=three", "-f", "-"); err == nil ||
+		!strings.Contains(out, ".spec.bogus: field not declared in schema") {
+		t.Errorf("apply of an unknown field: err %v\n%s", err, out)
+	}
 
 	// The status subresource: the main resource ignores status, the
 	// subresource takes only status; spec changes bump the generation.
