@@ -45,7 +45,9 @@ type ImageTable map[string]Image
 func DefaultImages() ImageTable {
 	// agnhost's image is Alpine with bind-tools, curl, netcat-openbsd and
 	// iproute2 over busybox: the host's tools first, busybox for the rest.
-	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}, Applets: "busybox"}
+	// Without arguments it pauses (its CMD), as upstream's DaemonSet
+	// conformance pods expect.
+	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}, Cmd: []string{"pause"}, Applets: "busybox"}
 	pause := Image{Builtin: builtin.Pause, Binaries: []string{"/pause", "pause"}}
 	busybox := Image{Host: "busybox", Cmd: []string{"sh"}}
 	coredns := Image{Builtin: builtin.CoreDNS, Binaries: []string{"/coredns", "coredns"}}

@@ -107,6 +107,8 @@ func TestResolveImages(t *testing.T) {
 			[]string{"/svcnet", "node", "image", "nginx", "--ports=8080", "--"}},
 		{corev1.Container{Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Args: []string{"netexec", "--http-port=8080"}},
 			[]string{"/svcnet", "node", "image", "agnhost", "--ports=", "--", "netexec", "--http-port=8080"}},
+		{corev1.Container{Image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1"},
+			[]string{"/svcnet", "node", "image", "agnhost", "--ports=", "--", "pause"}},
 		{corev1.Container{Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Command: []string{"/agnhost", "serve-hostname"}},
 			[]string{"/svcnet", "node", "image", "agnhost", "--ports=", "--", "serve-hostname"}},
 		{corev1.Container{Image: "docker.io/library/busybox:1.36", Command: []string{"/bin/sh", "-c", "true"}},
