@@ -143,11 +143,11 @@ func TestJobs(t *testing.T) {
 			!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "tick * * * * * <none> False") {
 			t.Errorf("kubectl get cronjobs:\n%s", out)
 		}
-		// A Job from the CronJob's template, by hand. The CronJob is
-		// suspended first: its history limit of one would otherwise
-		// remove the manual Job (it owns it) once a later tick finishes.
-		c.must("patch", "cronjob", "tick", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
-		c.must("create", "job", "manual", "--from=cronjob/tick", "-n", ns)
+		// A Job from a CronJob's template, by hand: from one that never
+		// ticks, whose history limit of one keeps its only Job (tick's
+		// would remove it once a later tick finished).
+		c.must("create", "cronjob", "yearly", "--image=busybox", "--schedule=0 0 1 1 *", "-n", ns, "--", "true")
+		c.must("create", "job", "manual", "--from=cronjob/yearly", "-n", ns)
 		waitCondition(t, ns, "manual", "Complete", time.Minute)
 		if got := field(ns, "job", "manual", "{.metadata.annotations.cronjob\\.kubernetes\\.io/instantiate}"); got != "manual" {
 			t.Errorf("instantiate annotation %q", got)
