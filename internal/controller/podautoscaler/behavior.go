@@ -163,46 +163,50 @@ func changeWithin(period int32, events []scaleEvent, now time.Time) int32 {
 
 // scaleUpLimit is the most replicas the scale-up policies allow.
 func scaleUpLimit(current int32, ups, downs []scaleEvent, rules *autoscalingv2.HPAScalingRules, now time.Time) int32 {
-	pick, result := func(a, b int32) int32 { return max(a, b) }, int32(math.MinInt32)
-	switch *rules.SelectPolicy {
-	case autoscalingv2.DisabledPolicySelect:
-		return current
-	case autoscalingv2.MinChangePolicySelect:
-		pick, result = func(a, b int32) int32 { return min(a, b) }, math.MaxInt32
-	}
-	for _, p := range rules.Policies {
-		start := current - changeWithin(p.PeriodSeconds, ups, now) + changeWithin(p.PeriodSeconds, downs, now)
-		var proposed int32
-		switch p.Type {
-		case autoscalingv2.PodsScalingPolicy:
-			proposed = start + p.Value
-		case autoscalingv2.PercentScalingPolicy:
-			proposed = int32(math.Ceil(float64(start) * (1 + float64(p.Value)/100)))
-		}
-		result = pick(result, proposed)
-	}
-	return result
+	return policyLimit(current, ups, downs, rules, now, true)
 }
 
 // scaleDownLimit is the fewest replicas the scale-down policies allow.
 func scaleDownLimit(current int32, ups, downs []scaleEvent, rules *autoscalingv2.HPAScalingRules, now time.Time) int32 {
-	pick, result := func(a, b int32) int32 { return min(a, b) }, int32(math.MaxInt32)
-	switch *rules.SelectPolicy {
-	case autoscalingv2.DisabledPolicySelect:
+	return policyLimit(current, ups, downs, rules, now, false)
+}
+
+// policyLimit is the bound the policies of one direction set, each
+// counted from the replicas before the changes within its period: the
+// widest of them (Max), or the narrowest (Min). Percent policies round a
+// scale-up up and a scale-down down, as upstream's.
+func policyLimit(current int32, ups, downs []scaleEvent, rules *autoscalingv2.HPAScalingRules, now time.Time, up bool) int32 {
+	if *rules.SelectPolicy == autoscalingv2.DisabledPolicySelect {
 		return current
-	case autoscalingv2.MinChangePolicySelect:
-		pick, result = func(a, b int32) int32 { return max(a, b) }, math.MinInt32
 	}
+	// widest is whether a is further in the scaling direction than b.
+	widest := func(a, b int32) bool { return (a > b) == up }
+	if *rules.SelectPolicy == autoscalingv2.MinChangePolicySelect {
+		widest = func(a, b int32) bool { return (a < b) == up }
+	}
+	first, result := true, int32(0)
 	for _, p := range rules.Policies {
 		start := current - changeWithin(p.PeriodSeconds, ups, now) + changeWithin(p.PeriodSeconds, downs, now)
 		var proposed int32
-		switch p.Type {
-		case autoscalingv2.PodsScalingPolicy:
+		switch {
+		case p.Type == autoscalingv2.PodsScalingPolicy && up:
+			proposed = start + p.Value
+		case p.Type == autoscalingv2.PodsScalingPolicy:
 			proposed = start - p.Value
-		case autoscalingv2.PercentScalingPolicy:
+		case p.Type == autoscalingv2.PercentScalingPolicy && up:
+			proposed = int32(math.Ceil(float64(start) * (1 + float64(p.Value)/100)))
+		case p.Type == autoscalingv2.PercentScalingPolicy:
 			proposed = int32(float64(start) * (1 - float64(p.Value)/100))
 		}
-		result = pick(result, proposed)
+		if first || widest(proposed, result) {
+			first, result = false, proposed
+		}
+	}
+	if first { // no policies: the start of the search, as upstream's
+		if widest(math.MaxInt32, math.MinInt32) {
+			return math.MinInt32
+		}
+		return math.MaxInt32
 	}
 	return result
 }
