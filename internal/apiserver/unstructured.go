@@ -205,17 +205,14 @@ func unsupportedPatch(pt string) error {
 		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s", strings.Join(unstructuredPatchTypes, ", ")), 0, false)
 }
 
-// contentOf is an unstructured object's fields but metadata (and status).
-func contentOf(u *unstructured.Unstructured, withStatus bool) map[string]interface{} {
-	out := map[string]interface{}{}
+// spec is an unstructured object's fields but its type, metadata and
+// status: what a change of bumps metadata.generation.
+func spec(u *unstructured.Unstructured) map[string]interface{} {
+	out := make(map[string]interface{}, len(u.Object))
 	for k, v := range u.Object {
 		switch k {
-		case "metadata", "apiVersion", "kind":
+		case "metadata", "apiVersion", "kind", "status":
 			continue
-		case "status":
-			if !withStatus {
-				continue
-			}
 		}
 		out[k] = v
 	}
@@ -225,5 +222,5 @@ func contentOf(u *unstructured.Unstructured, withStatus bool) map[string]interfa
 // unstructuredSpecEqual is specEqual for objects without a Go type:
 // everything but metadata and status.
 func unstructuredSpecEqual(a, b *unstructured.Unstructured) bool {
-	return apiequality.Semantic.DeepEqual(contentOf(a, false), contentOf(b, false))
+	return apiequality.Semantic.DeepEqual(spec(a), spec(b))
 }
