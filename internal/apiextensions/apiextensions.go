@@ -34,6 +34,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 	"github.com/svcnet/svcnet/internal/openapi"
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/customresource"
@@ -79,11 +80,11 @@ func New(config *rest.Config, set *registry.Set, oapi *openapi.Service, m *contr
 	}
 	c.queue = controller.NewQueue(m, controller.QueueConfig[string]{Name: "crd_installer", Sync: c.sync})
 	enqueue := func(obj any) {
-		if crd, ok := controller.Object[*apiextensionsv1.CustomResourceDefinition](obj); ok {
+		if crd, ok := informer.Object[*apiextensionsv1.CustomResourceDefinition](obj); ok {
 			c.queue.Add(crd.Name)
 		}
 	}
-	c.synced, err = controller.Handle(crds.Informer(), cache.ResourceEventHandlerFuncs{
+	c.synced, err = informer.Handle(crds.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }, DeleteFunc: enqueue,
 	})
 	if err != nil {

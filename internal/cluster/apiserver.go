@@ -36,6 +36,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/controlplane/defaultservicecidr"
+	"github.com/svcnet/svcnet/internal/events"
 	"github.com/svcnet/svcnet/internal/metricsserver"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/pki"
@@ -290,7 +291,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		serviceCIDRs[i] = r.String()
 	}
 	defaultCIDR := defaultservicecidr.New(loopback, serviceCIDRs,
-		controller.NewRecorder(ctx, loopback, defaultservicecidr.ControllerName))
+		events.NewRecorder(ctx, loopback, defaultservicecidr.ControllerName))
 	crds, err := apiextensions.New(lb.Config(), set, oapi, controller.NewMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		a.stopStorage()

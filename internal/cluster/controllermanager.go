@@ -58,6 +58,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/statefulset"
 	"github.com/svcnet/svcnet/internal/controller/tokencleaner"
 	"github.com/svcnet/svcnet/internal/controller/ttlafterfinished"
+	"github.com/svcnet/svcnet/internal/events"
 )
 
 // LeaderElectionOptions are kube-controller-manager's --leader-elect flags.
@@ -604,7 +605,7 @@ func lead(ctx context.Context, o *ControllerManagerOptions, c *clients, watchdog
 	// The recorder outlives ctx, for the event of the lease's release.
 	rctx, stopRecorder := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRecorder()
-	recorder := controller.NewRecorder(rctx, c.client, "kube-controller-manager")
+	recorder := events.NewRecorder(rctx, c.client, "kube-controller-manager")
 	for ctx.Err() == nil {
 		term, endTerm := context.WithCancel(ctx)
 		leading := make(chan context.Context, 1)

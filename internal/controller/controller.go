@@ -3,8 +3,10 @@
 // rate-limited workqueue, workers take each key to an idempotent sync that
 // reads the world from listers and writes the difference, and a failed key
 // comes back with exponential backoff. It also provides the Prometheus
-// metrics of those queues, event recording, and the latency from an observed
-// change to the write that publishes it.
+// metrics of those queues and the latency from an observed change to the
+// write that publishes it. What components other than controllers share
+// with them lives in internal/informer (handlers) and internal/events
+// (event recording).
 package controller
 
 import (

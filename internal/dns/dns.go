@@ -30,10 +30,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/dns/forward"
 	"github.com/svcnet/svcnet/internal/dns/records"
 	"github.com/svcnet/svcnet/internal/dns/server"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Config configures a cluster DNS server.
@@ -189,14 +189,14 @@ func okHandler(ok func() bool) http.Handler {
 
 // feed keeps the index in step with the informers' objects.
 func feed(ix *records.Index, f informers.SharedInformerFactory) ([]cache.InformerSynced, error) {
-	return controller.Register(
-		controller.Handler{Informer: f.Core().V1().Namespaces().Informer(), Handler: handlers(
+	return informer.Register(
+		informer.Handler{Informer: f.Core().V1().Namespaces().Informer(), Handler: handlers(
 			func(ns *corev1.Namespace) { ix.SetNamespace(ns.Name) },
 			func(ns *corev1.Namespace) { ix.DeleteNamespace(ns.Name) })},
-		controller.Handler{Informer: f.Core().V1().Services().Informer(), Handler: handlers(
+		informer.Handler{Informer: f.Core().V1().Services().Informer(), Handler: handlers(
 			ix.SetService,
 			func(s *corev1.Service) { ix.DeleteService(s.Namespace, s.Name) })},
-		controller.Handler{Informer: f.Discovery().V1().EndpointSlices().Informer(), Handler: handlers(
+		informer.Handler{Informer: f.Discovery().V1().EndpointSlices().Informer(), Handler: handlers(
 			ix.SetEndpointSlice,
 			func(es *discoveryv1.EndpointSlice) { ix.DeleteEndpointSlice(es.Namespace, es.Name) })},
 	)
@@ -212,7 +212,7 @@ func handlers[T any](set, del func(T)) cache.ResourceEventHandler {
 }
 
 func call[T any](f func(T), obj any) {
-	if o, ok := controller.Object[T](obj); ok {
+	if o, ok := informer.Object[T](obj); ok {
 		f(o)
 	}
 }

@@ -41,7 +41,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/svcnet/svcnet/internal/cni"
-	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -173,7 +174,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a.runCtx = ctx
-	a.recorder = controller.NewRecorder(ctx, a.client, "kubelet")
+	a.recorder = events.NewRecorder(ctx, a.client, "kubelet")
 
 	var err error
 	if a.nodeIP, err = a.pickNodeIP(nsPath); err != nil {
@@ -224,13 +225,13 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	}
 	a.probes = newProbeManager(a)
 
-	podsSynced, err := controller.Handle(pods.Informer(), a.podHandler(ctx))
+	podsSynced, err := informer.Handle(pods.Informer(), a.podHandler(ctx))
 	if err != nil {
 		return err
 	}
 	a.watchVolumeSources(ctx)
 	routes := &routeSync{agent: a, lister: nodes.Lister(), wake: make(chan struct{}, 1)}
-	nodesSynced, err := controller.Handle(nodes.Informer(), routes.handler())
+	nodesSynced, err := informer.Handle(nodes.Informer(), routes.handler())
 	if err != nil {
 		return err
 	}
@@ -297,7 +298,7 @@ func (a *Agent) podHandler(ctx context.Context) cache.ResourceEventHandlerFuncs 
 		AddFunc:    func(obj any) { a.podChanged(obj) },
 		UpdateFunc: func(_, obj any) { a.podChanged(obj) },
 		DeleteFunc: func(obj any) {
-			pod, ok := controller.Object[*corev1.Pod](obj)
+			pod, ok := informer.Object[*corev1.Pod](obj)
 			switch {
 			case !ok:
 			case isMirrorPod(pod):

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Backend programs the data plane.
@@ -85,7 +85,7 @@ func Run(ctx context.Context, c Config) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = selector
 	}))
-	svcSynced, err := controller.Handle(factory.Core().V1().Services().Informer(), cache.ResourceEventHandlerFuncs{
+	svcSynced, err := informer.Handle(factory.Core().V1().Services().Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if s, ok := obj.(*corev1.Service); ok {
 				tracker.ServiceUpdated(nil, s)
@@ -99,7 +99,7 @@ func Run(ctx context.Context, c Config) error {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if s, ok := controller.Object[*corev1.Service](obj); ok {
+			if s, ok := informer.Object[*corev1.Service](obj); ok {
 				tracker.ServiceUpdated(s, nil)
 				wake()
 			}
@@ -108,7 +108,7 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	sliceSynced, err := controller.Handle(factory.Discovery().V1().EndpointSlices().Informer(), cache.ResourceEventHandlerFuncs{
+	sliceSynced, err := informer.Handle(factory.Discovery().V1().EndpointSlices().Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 				tracker.SliceUpdated(s, false)
@@ -122,7 +122,7 @@ func Run(ctx context.Context, c Config) error {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if s, ok := controller.Object[*discoveryv1.EndpointSlice](obj); ok {
+			if s, ok := informer.Object[*discoveryv1.EndpointSlice](obj); ok {
 				tracker.SliceUpdated(s, true)
 				wake()
 			}

@@ -30,6 +30,7 @@ import (
 	bootstrapsecretutil "k8s.io/cluster-bootstrap/util/secrets"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Upstream's names.
@@ -63,17 +64,17 @@ func New(d controller.Deps) (*Controller, error) {
 	c := &Controller{client: d.Client, secrets: core.Secrets().Lister(), configMaps: core.ConfigMaps().Lister(), now: time.Now}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: queueName, Sync: c.sync})
 	poke := func(any) { c.queue.Add(key) }
-	synced, err := controller.Register(
-		controller.Handler{Informer: core.ConfigMaps().Informer(), Handler: cache.FilteringResourceEventHandler{
+	synced, err := informer.Register(
+		informer.Handler{Informer: core.ConfigMaps().Informer(), Handler: cache.FilteringResourceEventHandler{
 			FilterFunc: func(obj any) bool {
-				cm, ok := controller.Object[*corev1.ConfigMap](obj)
+				cm, ok := informer.Object[*corev1.ConfigMap](obj)
 				return ok && cm.Namespace == metav1.NamespacePublic && cm.Name == bootstrapapi.ConfigMapClusterInfo
 			},
 			Handler: cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, cur any) { poke(cur) }},
 		}},
-		controller.Handler{Informer: core.Secrets().Informer(), Handler: cache.FilteringResourceEventHandler{
+		informer.Handler{Informer: core.Secrets().Informer(), Handler: cache.FilteringResourceEventHandler{
 			FilterFunc: func(obj any) bool {
-				s, ok := controller.Object[*corev1.Secret](obj)
+				s, ok := informer.Object[*corev1.Secret](obj)
 				return ok && s.Namespace == metav1.NamespaceSystem && s.Type == bootstrapapi.SecretTypeBootstrapToken
 			},
 			Handler: cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, cur any) { poke(cur) }, DeleteFunc: poke},

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Handler acts on a request that has no certificate; the request is the
@@ -40,8 +41,8 @@ type Controller struct {
 // New registers the controller's handlers on the shared
 // CertificateSigningRequest informer; name labels its queue and logs.
 func New(d controller.Deps, name string, workers int, handle Handler) (*Controller, error) {
-	informer := d.Informers.Certificates().V1().CertificateSigningRequests()
-	c := &Controller{name: name, workers: workers, lister: informer.Lister(), handle: handle}
+	csrs := d.Informers.Certificates().V1().CertificateSigningRequests()
+	c := &Controller{name: name, workers: workers, lister: csrs.Lister(), handle: handle}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{
 		Name: name,
 		RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
@@ -51,7 +52,7 @@ func New(d controller.Deps, name string, workers int, handle Handler) (*Controll
 		MaxRetries: math.MaxInt,
 		Sync:       c.sync,
 	})
-	synced, err := controller.Register(controller.Handler{Informer: informer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(informer.Handler{Informer: csrs.Informer(), Handler: cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, cur any) { c.enqueue(cur) },
 		DeleteFunc: c.enqueue,
@@ -69,7 +70,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) enqueue(obj any) {
-	if csr, ok := controller.Object[*capi.CertificateSigningRequest](obj); ok {
+	if csr, ok := informer.Object[*capi.CertificateSigningRequest](obj); ok {
 		c.queue.Add(csr.Name)
 	}
 }

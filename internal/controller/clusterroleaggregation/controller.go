@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Upstream's names.
@@ -61,7 +62,7 @@ func New(d controller.Deps) (*Controller, error) {
 	c := &Controller{client: d.Client, roles: roles.Lister()}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: queueName, Sync: c.sync})
 	enqueue := func(any) { c.enqueueAggregating() }
-	synced, err := controller.Handle(roles.Informer(), cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Handle(roles.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, cur any) { enqueue(cur) },
 		DeleteFunc: enqueue,

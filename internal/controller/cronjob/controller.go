@@ -31,6 +31,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 	cronjobstrategy "github.com/svcnet/svcnet/internal/registry/cronjob"
 )
 
@@ -66,17 +68,17 @@ func New(ctx context.Context, d controller.Deps) (*Controller, error) {
 		client:   d.Client,
 		cronJobs: cjInformer.Lister(),
 		jobs:     jobInformer.Lister(),
-		recorder: controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder: events.NewRecorder(ctx, d.Client, ControllerName),
 		clock:    clock.RealClock{},
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "cronjob", Sync: c.sync})
 	enqueue := func(obj any) {
-		if key, ok := controller.Key(obj); ok {
+		if key, ok := informer.Key(obj); ok {
 			c.queue.Add(key)
 		}
 	}
 	jobChanged := func(obj any) {
-		j, ok := controller.Object[*batchv1.Job](obj)
+		j, ok := informer.Object[*batchv1.Job](obj)
 		if !ok {
 			return
 		}
@@ -84,10 +86,10 @@ func New(ctx context.Context, d controller.Deps) (*Controller, error) {
 			c.queue.Add(j.Namespace + "/" + ref.Name)
 		}
 	}
-	synced, err := controller.Register(
-		controller.Handler{Informer: cjInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: cjInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }, DeleteFunc: enqueue}},
-		controller.Handler{Informer: jobInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: jobInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: jobChanged, UpdateFunc: func(_, cur any) { jobChanged(cur) }, DeleteFunc: jobChanged}},
 	)
 	if err != nil {

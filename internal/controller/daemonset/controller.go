@@ -35,6 +35,8 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/expectations"
 	"github.com/svcnet/svcnet/internal/controller/history"
 	"github.com/svcnet/svcnet/internal/controller/podstate"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // ControllerName is the source of the controller's Events.
@@ -75,7 +77,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		pods:         core.Pods().Lister(),
 		nodes:        core.Nodes().Lister(),
 		revisions:    apps.ControllerRevisions().Lister(),
-		recorder:     controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder:     events.NewRecorder(ctx, d.Client, ControllerName),
 		expectations: expectations.New(clock.RealClock{}),
 		clock:        clock.RealClock{},
 	}
@@ -86,18 +88,18 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		Selecting: c.sets.GetPodDaemonSets,
 		Enqueue:   func(ds *appsv1.DaemonSet) { c.enqueue(ds) },
 	}
-	synced, err := controller.Register(
-		controller.Handler{Informer: apps.DaemonSets().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: apps.DaemonSets().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueue,
 			UpdateFunc: func(_, cur any) { c.enqueue(cur) },
 			DeleteFunc: c.deleteSet,
 		}},
-		controller.Handler{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.addPod,
 			UpdateFunc: c.updatePod,
 			DeleteFunc: c.deletePod,
 		}},
-		controller.Handler{Informer: core.Nodes().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: core.Nodes().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { c.enqueueAll() },
 			UpdateFunc: c.updateNode,
 			DeleteFunc: func(any) { c.enqueueAll() },
@@ -117,7 +119,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) enqueue(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.queue.Add(key)
 	}
 }
@@ -133,7 +135,7 @@ func (c *Controller) enqueueAll() {
 }
 
 func (c *Controller) deleteSet(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.expectations.Forget(key)
 		c.queue.Add(key)
 	}
@@ -190,7 +192,7 @@ func (c *Controller) updatePod(old, cur any) {
 }
 
 func (c *Controller) deletePod(obj any) {
-	pod, ok := controller.Object[*corev1.Pod](obj)
+	pod, ok := informer.Object[*corev1.Pod](obj)
 	if !ok {
 		return
 	}

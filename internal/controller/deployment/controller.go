@@ -28,6 +28,8 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/controllerref"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // ControllerName is the source of the controller's Events.
@@ -68,27 +70,27 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		deployments: apps.Deployments().Lister(),
 		replicaSets: apps.ReplicaSets().Lister(),
 		pods:        pods.Lister(),
-		recorder:    controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder:    events.NewRecorder(ctx, d.Client, ControllerName),
 		clock:       clock.RealClock{},
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "deployment", Sync: c.sync})
 	queue := func(obj any) {
-		if key, ok := controller.Key(obj); ok {
+		if key, ok := informer.Key(obj); ok {
 			c.queue.Add(key)
 		}
 	}
-	synced, err := controller.Register(
-		controller.Handler{Informer: apps.Deployments().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: apps.Deployments().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    queue,
 			UpdateFunc: func(_, cur any) { queue(cur) },
 			DeleteFunc: queue,
 		}},
-		controller.Handler{Informer: apps.ReplicaSets().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: apps.ReplicaSets().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.addReplicaSet,
 			UpdateFunc: c.updateReplicaSet,
 			DeleteFunc: c.deleteReplicaSet,
 		}},
-		controller.Handler{Informer: pods.Informer(), Handler: cache.ResourceEventHandlerFuncs{DeleteFunc: c.deletePod}},
+		informer.Handler{Informer: pods.Informer(), Handler: cache.ResourceEventHandlerFuncs{DeleteFunc: c.deletePod}},
 	)
 	if err != nil {
 		return nil, fmt.Errorf("deployment controller: %w", err)
@@ -131,7 +133,7 @@ func (c *Controller) selecting(rs *appsv1.ReplicaSet) []*appsv1.Deployment {
 }
 
 func (c *Controller) addReplicaSet(obj any) {
-	rs, ok := controller.Object[*appsv1.ReplicaSet](obj)
+	rs, ok := informer.Object[*appsv1.ReplicaSet](obj)
 	if !ok {
 		return
 	}
@@ -177,7 +179,7 @@ func (c *Controller) updateReplicaSet(old, cur any) {
 }
 
 func (c *Controller) deleteReplicaSet(obj any) {
-	rs, ok := controller.Object[*appsv1.ReplicaSet](obj)
+	rs, ok := informer.Object[*appsv1.ReplicaSet](obj)
 	if !ok {
 		return
 	}
@@ -189,7 +191,7 @@ func (c *Controller) deleteReplicaSet(obj any) {
 // deletePod wakes a Recreate Deployment, which waits for its old pods to
 // be gone before it scales up the new ReplicaSet.
 func (c *Controller) deletePod(obj any) {
-	pod, ok := controller.Object[*corev1.Pod](obj)
+	pod, ok := informer.Object[*corev1.Pod](obj)
 	if !ok {
 		return
 	}

@@ -34,6 +34,8 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/podstate"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // ControllerName is the source of the controller's Events.
@@ -67,7 +69,7 @@ func New(ctx context.Context, d controller.Deps) (*Controller, error) {
 		replicaSets: apps.ReplicaSets().Lister(),
 		deployments: apps.Deployments().Lister(),
 		sets:        apps.StatefulSets().Lister(),
-		recorder:    controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder:    events.NewRecorder(ctx, d.Client, ControllerName),
 		clock:       clock.RealClock{},
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "disruption", Sync: c.sync})
@@ -77,7 +79,7 @@ func New(ctx context.Context, d controller.Deps) (*Controller, error) {
 		DeleteFunc: c.enqueue,
 	}
 	podChanged := func(obj any) {
-		if pod, ok := controller.Object[*corev1.Pod](obj); ok {
+		if pod, ok := informer.Object[*corev1.Pod](obj); ok {
 			c.enqueueFor(pod)
 		}
 	}
@@ -92,9 +94,9 @@ func New(ctx context.Context, d controller.Deps) (*Controller, error) {
 		}
 	}
 	scale := cache.ResourceEventHandlerFuncs{AddFunc: scaleChanged, UpdateFunc: func(_, cur any) { scaleChanged(cur) }, DeleteFunc: scaleChanged}
-	synced, err := controller.Register(
-		controller.Handler{Informer: policy.PodDisruptionBudgets().Informer(), Handler: budgetsChanged},
-		controller.Handler{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: policy.PodDisruptionBudgets().Informer(), Handler: budgetsChanged},
+		informer.Handler{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: podChanged,
 			UpdateFunc: func(old, cur any) {
 				podChanged(cur)
@@ -104,9 +106,9 @@ func New(ctx context.Context, d controller.Deps) (*Controller, error) {
 			},
 			DeleteFunc: podChanged,
 		}},
-		controller.Handler{Informer: apps.ReplicaSets().Informer(), Handler: scale},
-		controller.Handler{Informer: apps.Deployments().Informer(), Handler: scale},
-		controller.Handler{Informer: apps.StatefulSets().Informer(), Handler: scale},
+		informer.Handler{Informer: apps.ReplicaSets().Informer(), Handler: scale},
+		informer.Handler{Informer: apps.Deployments().Informer(), Handler: scale},
+		informer.Handler{Informer: apps.StatefulSets().Informer(), Handler: scale},
 	)
 	if err != nil {
 		return nil, fmt.Errorf("disruption controller: %w", err)
@@ -121,7 +123,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) enqueue(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.queue.Add(key)
 	}
 }

@@ -25,6 +25,8 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/endpointutil"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 const (
@@ -74,27 +76,27 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		endpoints: core.Endpoints().Lister(),
 		latency:   controller.NewChangeLatency[string](d.Metrics, "endpoints"),
 		triggers:  endpointutil.NewTriggerTimes(),
-		recorder:  controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder:  events.NewRecorder(ctx, d.Client, ControllerName),
 		replaced:  map[types.NamespacedName]string{},
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "endpoint", Sync: c.sync})
 	queueNow := func(obj any) {
-		if key, ok := controller.Key(obj); ok {
+		if key, ok := informer.Key(obj); ok {
 			c.latency.Seen(key)
 			c.queue.Add(key)
 		}
 	}
-	synced, err := controller.Register(
-		controller.Handler{Informer: core.Services().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: core.Services().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    queueNow,
 			UpdateFunc: func(_, cur any) { queueNow(cur) },
 			DeleteFunc: queueNow,
 		}},
-		controller.Handler{Informer: core.Pods().Informer(), Handler: endpointutil.PodEvents(c.services, func(key string) {
+		informer.Handler{Informer: core.Pods().Informer(), Handler: endpointutil.PodEvents(c.services, func(key string) {
 			c.latency.Seen(key)
 			c.queue.AddAfter(key, c.opts.BatchPeriod)
 		})},
-		controller.Handler{Informer: core.Endpoints().Informer(), Handler: cache.ResourceEventHandlerFuncs{DeleteFunc: queueNow}},
+		informer.Handler{Informer: core.Endpoints().Informer(), Handler: cache.ResourceEventHandlerFuncs{DeleteFunc: queueNow}},
 	)
 	if err != nil {
 		return nil, fmt.Errorf("endpoints controller: %w", err)

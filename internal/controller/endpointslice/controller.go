@@ -27,6 +27,8 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/endpointutil"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 const (
@@ -83,7 +85,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		latency:  controller.NewChangeLatency[string](d.Metrics, "endpointslice"),
 		tracker:  endpointutil.NewSliceTracker(),
 		triggers: endpointutil.NewTriggerTimes(),
-		recorder: controller.NewRecorder(ctx, d.Client, component),
+		recorder: events.NewRecorder(ctx, d.Client, component),
 	}
 	// A failing Service waits 1s, doubling to 1000s: its writes can be
 	// large, and the API server should not be hammered.
@@ -95,18 +97,18 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		),
 		Sync: c.sync,
 	})
-	synced, err := controller.Register(
-		controller.Handler{Informer: core.Services().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: core.Services().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.onService,
 			UpdateFunc: func(_, cur any) { c.onService(cur) },
 			DeleteFunc: c.onService,
 		}},
-		controller.Handler{Informer: core.Pods().Informer(), Handler: endpointutil.PodEvents(c.services, func(key string) {
+		informer.Handler{Informer: core.Pods().Informer(), Handler: endpointutil.PodEvents(c.services, func(key string) {
 			c.latency.Seen(key)
 			c.queue.AddAfter(key, c.opts.BatchPeriod)
 		})},
-		controller.Handler{Informer: core.Nodes().Informer(), Handler: cache.ResourceEventHandlerFuncs{}},
-		controller.Handler{Informer: sliceInformer.Informer(), Handler: endpointutil.SliceEvents(ControllerName, c.tracker, func(key string) {
+		informer.Handler{Informer: core.Nodes().Informer(), Handler: cache.ResourceEventHandlerFuncs{}},
+		informer.Handler{Informer: sliceInformer.Informer(), Handler: endpointutil.SliceEvents(ControllerName, c.tracker, func(key string) {
 			c.latency.Seen(key)
 			c.queue.AddAfter(key, max(sliceChangeDelay, c.opts.BatchPeriod))
 		})},
@@ -124,7 +126,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) onService(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.latency.Seen(key)
 		c.queue.Add(key)
 	}

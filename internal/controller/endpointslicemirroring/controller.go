@@ -24,6 +24,8 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/endpointutil"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 const (
@@ -71,18 +73,18 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		slices:    sliceInformer.Lister(),
 		latency:   controller.NewChangeLatency[string](d.Metrics, "endpointslicemirroring"),
 		tracker:   endpointutil.NewSliceTracker(),
-		recorder:  controller.NewRecorder(ctx, d.Client, component),
+		recorder:  events.NewRecorder(ctx, d.Client, component),
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "endpoint_slice_mirroring", Sync: c.sync})
-	synced, err := controller.Register(
-		controller.Handler{Informer: core.Endpoints().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: core.Endpoints().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) { c.onEndpoints(nil, obj) },
 			UpdateFunc: func(old, cur any) {
 				c.onEndpoints(old, cur)
 			},
 			DeleteFunc: func(obj any) { c.onEndpoints(nil, obj) },
 		}},
-		controller.Handler{Informer: core.Services().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: core.Services().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: c.onSelectorless,
 			UpdateFunc: func(old, cur any) {
 				// Gaining or losing a selector starts or ends mirroring.
@@ -94,7 +96,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 			},
 			DeleteFunc: c.onSelectorless,
 		}},
-		controller.Handler{Informer: sliceInformer.Informer(), Handler: endpointutil.SliceEvents(ControllerName, c.tracker, func(key string) {
+		informer.Handler{Informer: sliceInformer.Informer(), Handler: endpointutil.SliceEvents(ControllerName, c.tracker, func(key string) {
 			c.latency.Seen(key)
 			c.queue.AddAfter(key, c.opts.BatchPeriod)
 		})},
@@ -121,7 +123,7 @@ func mirrored(ep *corev1.Endpoints) bool {
 }
 
 func (c *Controller) enqueue(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.latency.Seen(key)
 		c.queue.Add(key)
 	}
@@ -129,7 +131,7 @@ func (c *Controller) enqueue(obj any) {
 
 // onEndpoints queues Endpoints that are, or were, mirrored.
 func (c *Controller) onEndpoints(old, cur any) {
-	ep, ok := controller.Object[*corev1.Endpoints](cur)
+	ep, ok := informer.Object[*corev1.Endpoints](cur)
 	if !ok {
 		return
 	}
@@ -140,7 +142,7 @@ func (c *Controller) onEndpoints(old, cur any) {
 }
 
 func (c *Controller) onSelectorless(obj any) {
-	if svc, ok := controller.Object[*corev1.Service](obj); ok && svc.Spec.Selector == nil {
+	if svc, ok := informer.Object[*corev1.Service](obj); ok && svc.Spec.Selector == nil {
 		c.enqueue(obj)
 	}
 }

@@ -16,8 +16,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/podstate"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // HasEndpoint says whether a pod belongs in endpoint lists at all: it is
@@ -142,8 +142,8 @@ func selecting(services corelisters.ServiceLister, namespace string, podLabels m
 // every Service whose endpoints the event may change.
 func PodEvents(services corelisters.ServiceLister, queue func(key string)) cache.ResourceEventHandlerFuncs {
 	on := func(old, cur any) {
-		oldPod, _ := controller.Object[*corev1.Pod](old)
-		curPod, _ := controller.Object[*corev1.Pod](cur)
+		oldPod, _ := informer.Object[*corev1.Pod](old)
+		curPod, _ := informer.Object[*corev1.Pod](cur)
 		for key := range ServicesToSync(services, oldPod, curPod) {
 			queue(key)
 		}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // EndpointKey is an endpoint's identity: its sorted addresses, hostname
@@ -278,7 +278,7 @@ func SliceEvents(managedBy string, tracker *SliceTracker, queue func(key string)
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if s, ok := controller.Object[*discoveryv1.EndpointSlice](obj); ok && managed(s) && !tracker.ObserveDeletion(s) {
+			if s, ok := informer.Object[*discoveryv1.EndpointSlice](obj); ok && managed(s) && !tracker.ObserveDeletion(s) {
 				queueFor(s)
 			}
 		},

@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // ignored are resources the collector does not track, as upstream: events
@@ -135,11 +136,11 @@ func (c *Controller) watch(gvr schema.GroupVersionResource, gvk schema.GroupVers
 		ref := objectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(), Name: m.GetName(), UID: m.GetUID()}
 		c.enqueue(c.graph.observe(ref, m))
 	}
-	synced, err := controller.Handle(c.informers.ForResource(gvr).Informer(), cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Handle(c.informers.ForResource(gvr).Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
 		UpdateFunc: func(_, cur any) { observe(cur) },
 		DeleteFunc: func(obj any) {
-			if m, ok := controller.Object[metav1.Object](obj); ok {
+			if m, ok := informer.Object[metav1.Object](obj); ok {
 				c.enqueue(c.graph.remove(m.GetUID()))
 			}
 		},

@@ -32,6 +32,8 @@ import (
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/controllerref"
 	"github.com/svcnet/svcnet/internal/controller/expectations"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // ControllerName is the source of the controller's Events.
@@ -80,7 +82,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		client:       d.Client,
 		jobs:         jobInformer.Lister(),
 		pods:         podInformer.Lister(),
-		recorder:     controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder:     events.NewRecorder(ctx, d.Client, ControllerName),
 		expectations: expectations.New(clock.RealClock{}),
 		clock:        clock.RealClock{},
 		backoff:      newBackoffStore(),
@@ -99,19 +101,19 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		},
 		Enqueue: func(j *batchv1.Job) { c.enqueue(j) },
 	}
-	synced, err := controller.Register(
-		controller.Handler{Informer: jobInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: jobInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueue,
 			UpdateFunc: func(_, cur any) { c.enqueue(cur) },
 			DeleteFunc: func(obj any) {
-				if key, ok := controller.Key(obj); ok {
+				if key, ok := informer.Key(obj); ok {
 					c.expectations.Forget(key)
 					c.backoff.forget(key)
 					c.queue.Add(key)
 				}
 			},
 		}},
-		controller.Handler{Informer: podInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: podInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.addPod,
 			UpdateFunc: c.updatePod,
 			DeleteFunc: c.deletePod,
@@ -130,7 +132,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) enqueue(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.queue.Add(key)
 	}
 }
@@ -176,7 +178,7 @@ func (c *Controller) updatePod(old, cur any) {
 }
 
 func (c *Controller) deletePod(obj any) {
-	pod, ok := controller.Object[*corev1.Pod](obj)
+	pod, ok := informer.Object[*corev1.Pod](obj)
 	if !ok {
 		return
 	}

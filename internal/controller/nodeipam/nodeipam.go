@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Config sets the range the controller hands out.
@@ -62,16 +64,16 @@ func New(ctx context.Context, cfg Config, client kubernetes.Interface, factory i
 		cfg:      cfg,
 		client:   client,
 		nodes:    inf.Lister(),
-		recorder: controller.NewRecorder(ctx, client, "node-ipam-controller"),
+		recorder: events.NewRecorder(ctx, client, "node-ipam-controller"),
 		given:    map[string]string{},
 	}
 	c.queue = controller.NewQueue(m, controller.QueueConfig[string]{Name: "nodeipam", Sync: c.sync})
 	enqueue := func(obj any) {
-		if n, ok := controller.Object[*corev1.Node](obj); ok {
+		if n, ok := informer.Object[*corev1.Node](obj); ok {
 			c.queue.Add(n.Name)
 		}
 	}
-	synced, err := controller.Handle(inf.Informer(), cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Handle(inf.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,

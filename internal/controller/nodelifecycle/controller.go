@@ -28,6 +28,8 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle/tainteviction"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // ControllerName is the source of the controller's events, upstream's.
@@ -107,7 +109,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		opts:     opts,
 		clock:    opts.Clock,
 		client:   d.Client,
-		recorder: controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder: events.NewRecorder(ctx, d.Client, ControllerName),
 		nodes:    core.Nodes().Lister(),
 		leases:   leases.Lister(),
 		pods:     core.Pods().Lister(),
@@ -124,20 +126,20 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 	c.nodeQueue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "node_lifecycle_controller", Sync: c.syncNode})
 	c.podQueue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "node_lifecycle_controller_pods", Sync: c.syncPod})
 	queueNode := func(obj any) {
-		if n, ok := controller.Object[*corev1.Node](obj); ok {
+		if n, ok := informer.Object[*corev1.Node](obj); ok {
 			c.nodeQueue.Add(n.Name)
 		}
 	}
-	c.synced, err = controller.Register(
-		controller.Handler{Informer: core.Nodes().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	c.synced, err = informer.Register(
+		informer.Handler{Informer: core.Nodes().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    queueNode,
 			UpdateFunc: func(_, cur any) { queueNode(cur) },
 		}},
-		controller.Handler{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.podAssigned(nil, obj) },
 			UpdateFunc: c.podAssigned,
 		}},
-		controller.Handler{Informer: leases.Informer(), Handler: cache.ResourceEventHandlerFuncs{}},
+		informer.Handler{Informer: leases.Informer(), Handler: cache.ResourceEventHandlerFuncs{}},
 	)
 	if err != nil {
 		return nil, fmt.Errorf("node lifecycle controller: %w", err)
@@ -180,14 +182,14 @@ func (c *Controller) every(ctx context.Context, period time.Duration, f func(con
 
 // podAssigned queues a pod that was just assigned to a node.
 func (c *Controller) podAssigned(oldObj, newObj any) {
-	pod, ok := controller.Object[*corev1.Pod](newObj)
+	pod, ok := informer.Object[*corev1.Pod](newObj)
 	if !ok || pod.Spec.NodeName == "" {
 		return
 	}
-	if old, ok := controller.Object[*corev1.Pod](oldObj); ok && old.Spec.NodeName == pod.Spec.NodeName {
+	if old, ok := informer.Object[*corev1.Pod](oldObj); ok && old.Spec.NodeName == pod.Spec.NodeName {
 		return
 	}
-	if key, ok := controller.Key(pod); ok {
+	if key, ok := informer.Key(pod); ok {
 		c.podQueue.Add(key)
 	}
 }

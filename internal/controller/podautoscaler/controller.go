@@ -34,6 +34,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 	"github.com/svcnet/svcnet/internal/registry/horizontalpodautoscaler"
 )
 
@@ -87,11 +89,11 @@ func New(ctx context.Context, d controller.Deps, scales scale.ScalesGetter, mapp
 	c := &Controller{
 		opts: opts, client: d.Client, scales: scales, mapper: mapper, metrics: metrics,
 		hpas: hpas.Lister(), pods: d.Informers.Core().V1().Pods().Lister(),
-		recorder: controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder: events.NewRecorder(ctx, d.Client, ControllerName),
 		history:  newHistory(), now: time.Now,
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "horizontalpodautoscaler", Sync: c.sync})
-	synced, err := controller.Register(controller.Handler{Informer: hpas.Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(informer.Handler{Informer: hpas.Informer(), Handler: cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		// Status writes come back as updates; only a spec change
 		// (a new generation) is worth a sync before the period ends.
@@ -115,7 +117,7 @@ func New(ctx context.Context, d controller.Deps, scales scale.ScalesGetter, mapp
 func (c *Controller) Run(ctx context.Context) { c.queue.Run(ctx, c.opts.Workers, c.synced...) }
 
 func (c *Controller) enqueue(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.queue.Add(key)
 	}
 }

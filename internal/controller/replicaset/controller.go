@@ -31,6 +31,8 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/controllerref"
 	"github.com/svcnet/svcnet/internal/controller/expectations"
 	"github.com/svcnet/svcnet/internal/controller/podstate"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // ControllerName is the source of the controller's Events.
@@ -74,7 +76,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		client:       d.Client,
 		replicaSets:  rsInformer.Lister(),
 		pods:         podInformer.Lister(),
-		recorder:     controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder:     events.NewRecorder(ctx, d.Client, ControllerName),
 		expectations: expectations.New(clock.RealClock{}),
 		clock:        clock.RealClock{},
 		burst:        burstReplicas,
@@ -86,13 +88,13 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		Selecting: c.replicaSets.GetPodReplicaSets,
 		Enqueue:   func(rs *appsv1.ReplicaSet) { c.enqueue(rs) },
 	}
-	synced, err := controller.Register(
-		controller.Handler{Informer: rsInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: rsInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueue,
 			UpdateFunc: c.updateReplicaSet,
 			DeleteFunc: c.deleteReplicaSet,
 		}},
-		controller.Handler{Informer: podInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: podInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.addPod,
 			UpdateFunc: c.updatePod,
 			DeleteFunc: c.deletePod,
@@ -111,7 +113,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) enqueue(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.queue.Add(key)
 	}
 }
@@ -126,7 +128,7 @@ func (c *Controller) updateReplicaSet(old, cur any) {
 }
 
 func (c *Controller) deleteReplicaSet(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.expectations.Forget(key)
 		c.queue.Add(key)
 	}
@@ -170,7 +172,7 @@ func (c *Controller) updatePod(old, cur any) {
 
 // deletePod observes the deletion of a pod for its controller.
 func (c *Controller) deletePod(obj any) {
-	pod, ok := controller.Object[*corev1.Pod](obj)
+	pod, ok := informer.Object[*corev1.Pod](obj)
 	if !ok {
 		return
 	}

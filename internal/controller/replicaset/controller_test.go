@@ -199,8 +199,8 @@ func waitOwned(t *testing.T, cs *fake.Clientset, rs string, n int) []string {
 	return names
 }
 
-// events lists the "reason: message" of the Events about rs.
-func events(t *testing.T, cs *fake.Clientset, rs string) []string {
+// eventsOf lists the "reason: message" of the Events about rs.
+func eventsOf(t *testing.T, cs *fake.Clientset, rs string) []string {
 	t.Helper()
 	list, err := cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -220,7 +220,7 @@ func waitEvents(t *testing.T, cs *fake.Clientset, rs string, want ...string) {
 	t.Helper()
 	slices.Sort(want)
 	controllertest.Eventually(t, func() string {
-		if got := events(t, cs, rs); !slices.Equal(got, want) {
+		if got := eventsOf(t, cs, rs); !slices.Equal(got, want) {
 			return fmt.Sprintf("events of %s:\n%s\nwant\n%s", rs, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 		return ""
@@ -390,12 +390,12 @@ func TestFailedCreateCondition(t *testing.T) {
 		t.Errorf("condition %+v", c)
 	}
 	controllertest.Eventually(t, func() string {
-		for _, e := range events(t, cs, "web") {
+		for _, e := range eventsOf(t, cs, "web") {
 			if e == "FailedCreate: Error creating: "+quota.Error() {
 				return ""
 			}
 		}
-		return fmt.Sprintf("no FailedCreate event in %v", events(t, cs, "web"))
+		return fmt.Sprintf("no FailedCreate event in %v", eventsOf(t, cs, "web"))
 	})
 
 	fail.Store(false)

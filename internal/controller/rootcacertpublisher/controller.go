@@ -30,6 +30,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Upstream's names.
@@ -113,12 +114,12 @@ func New(d controller.Deps, rootCA []byte) (*Controller, error) {
 		configMaps: core.ConfigMaps().Lister(),
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: queueName, Sync: c.sync})
-	synced, err := controller.Register(
-		controller.Handler{Informer: core.ConfigMaps().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: core.ConfigMaps().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(_, cur any) { c.onConfigMap(cur) },
 			DeleteFunc: c.onConfigMap,
 		}},
-		controller.Handler{Informer: core.Namespaces().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: core.Namespaces().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.onNamespace,
 			UpdateFunc: func(_, cur any) { c.onNamespace(cur) },
 		}},
@@ -136,13 +137,13 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) onNamespace(obj any) {
-	if ns, ok := controller.Object[*corev1.Namespace](obj); ok && ns.Status.Phase == corev1.NamespaceActive {
+	if ns, ok := informer.Object[*corev1.Namespace](obj); ok && ns.Status.Phase == corev1.NamespaceActive {
 		c.queue.Add(ns.Name)
 	}
 }
 
 func (c *Controller) onConfigMap(obj any) {
-	if cm, ok := controller.Object[*corev1.ConfigMap](obj); ok && cm.Name == ConfigMapName {
+	if cm, ok := informer.Object[*corev1.ConfigMap](obj); ok && cm.Name == ConfigMapName {
 		c.queue.Add(cm.Namespace)
 	}
 }

@@ -46,6 +46,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Name is the scheduler's name: pods whose spec.schedulerName is Name are
@@ -109,8 +111,8 @@ type attempts struct {
 
 // New creates the scheduler and registers its informer handlers. It binds
 // pods and writes their status through d.Client and records events
-// through events until ctx ends.
-func New(ctx context.Context, d controller.Deps, events kubernetes.Interface, opts Options) (*Scheduler, error) {
+// through eventClient until ctx ends.
+func New(ctx context.Context, d controller.Deps, eventClient kubernetes.Interface, opts Options) (*Scheduler, error) {
 	core := d.Informers.Core().V1()
 	namespaces := core.Namespaces().Informer()
 	s := &Scheduler{
@@ -118,19 +120,19 @@ func New(ctx context.Context, d controller.Deps, events kubernetes.Interface, op
 		client:     d.Client,
 		pods:       core.Pods().Lister(),
 		namespaces: namespaces.GetStore(),
-		recorder:   controller.NewRecorder(ctx, events, Name),
+		recorder:   events.NewRecorder(ctx, eventClient, Name),
 		cache:      newCache(),
 		rng:        rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		attempts:   map[string]*attempts{},
 	}
 	s.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "scheduler", Sync: s.sync})
-	synced, err := controller.Register(
-		controller.Handler{Informer: core.Pods().Informer(), Handler: toolscache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: core.Pods().Informer(), Handler: toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.podChanged(nil, obj) },
 			UpdateFunc: s.podChanged,
 			DeleteFunc: s.podDeleted,
 		}},
-		controller.Handler{Informer: core.Nodes().Informer(), Handler: toolscache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: core.Nodes().Informer(), Handler: toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.nodeChanged(nil, obj) },
 			UpdateFunc: s.nodeChanged,
 			DeleteFunc: s.nodeDeleted,
@@ -192,7 +194,7 @@ func (s *Scheduler) podChanged(oldObj, obj any) {
 
 // podDeleted frees what a pod took; that may make room for others.
 func (s *Scheduler) podDeleted(obj any) {
-	pod, ok := controller.Object[*corev1.Pod](obj)
+	pod, ok := informer.Object[*corev1.Pod](obj)
 	if !ok {
 		return
 	}
@@ -219,7 +221,7 @@ func (s *Scheduler) nodeChanged(oldObj, obj any) {
 }
 
 func (s *Scheduler) nodeDeleted(obj any) {
-	node, ok := controller.Object[*corev1.Node](obj)
+	node, ok := informer.Object[*corev1.Node](obj)
 	if !ok {
 		return
 	}

@@ -474,8 +474,8 @@ func wantNode(t *testing.T, cs *fake.Clientset, name, want string) {
 	})
 }
 
-// events are the pod's events as "Type Reason: message".
-func events(t *testing.T, cs *fake.Clientset, podName string) []string {
+// eventsOf are the pod's events as "Type Reason: message".
+func eventsOf(t *testing.T, cs *fake.Clientset, podName string) []string {
 	t.Helper()
 	list, err := cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -496,7 +496,7 @@ func events(t *testing.T, cs *fake.Clientset, podName string) []string {
 func wantEvent(t *testing.T, cs *fake.Clientset, podName, want string) {
 	t.Helper()
 	controllertest.Eventually(t, func() string {
-		got := events(t, cs, podName)
+		got := eventsOf(t, cs, podName)
 		if !slices.Contains(got, want) {
 			return fmt.Sprintf("events of %s: %q, want %q", podName, got, want)
 		}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Upstream's names.
@@ -60,11 +61,11 @@ func New(d controller.Deps) (*Controller, error) {
 		accounts:   core.ServiceAccounts().Lister(),
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: queueName, Sync: c.sync})
-	synced, err := controller.Register(
-		controller.Handler{Informer: core.ServiceAccounts().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: core.ServiceAccounts().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			DeleteFunc: c.onServiceAccountDelete,
 		}},
-		controller.Handler{Informer: core.Namespaces().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: core.Namespaces().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.onNamespace,
 			UpdateFunc: func(_, cur any) { c.onNamespace(cur) },
 		}},
@@ -82,13 +83,13 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) onNamespace(obj any) {
-	if ns, ok := controller.Object[*corev1.Namespace](obj); ok {
+	if ns, ok := informer.Object[*corev1.Namespace](obj); ok {
 		c.queue.Add(ns.Name)
 	}
 }
 
 func (c *Controller) onServiceAccountDelete(obj any) {
-	if sa, ok := controller.Object[*corev1.ServiceAccount](obj); ok {
+	if sa, ok := informer.Object[*corev1.ServiceAccount](obj); ok {
 		c.queue.Add(sa.Namespace)
 	}
 }

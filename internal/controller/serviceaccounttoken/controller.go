@@ -31,6 +31,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/auth/serviceaccount"
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Upstream's names.
@@ -87,13 +88,13 @@ func New(d controller.Deps, key *serviceaccount.Key, rootCA []byte) (*Controller
 	}
 	c.saQueue = controller.NewQueue(d.Metrics, controller.QueueConfig[accountKey]{Name: "serviceaccount_tokens_service", MaxRetries: maxRetries, Sync: c.syncServiceAccount})
 	c.secQueue = controller.NewQueue(d.Metrics, controller.QueueConfig[secretKey]{Name: "serviceaccount_tokens_secret", MaxRetries: maxRetries, Sync: c.syncSecret})
-	synced, err := controller.Register(
-		controller.Handler{Informer: core.ServiceAccounts().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: core.ServiceAccounts().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.onServiceAccount,
 			UpdateFunc: func(_, cur any) { c.onServiceAccount(cur) },
 			DeleteFunc: c.onServiceAccount,
 		}},
-		controller.Handler{Informer: core.Secrets().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: core.Secrets().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.onSecret,
 			UpdateFunc: func(_, cur any) { c.onSecret(cur) },
 			DeleteFunc: c.onSecret,
@@ -118,13 +119,13 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) onServiceAccount(obj any) {
-	if sa, ok := controller.Object[*corev1.ServiceAccount](obj); ok && sa.UID != "" {
+	if sa, ok := informer.Object[*corev1.ServiceAccount](obj); ok && sa.UID != "" {
 		c.saQueue.Add(accountKey{namespace: sa.Namespace, name: sa.Name, uid: sa.UID})
 	}
 }
 
 func (c *Controller) onSecret(obj any) {
-	s, ok := controller.Object[*corev1.Secret](obj)
+	s, ok := informer.Object[*corev1.Secret](obj)
 	if !ok || s.Type != corev1.SecretTypeServiceAccountToken || s.UID == "" || s.Annotations[corev1.ServiceAccountNameKey] == "" {
 		return
 	}

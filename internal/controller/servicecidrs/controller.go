@@ -38,6 +38,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Upstream's names.
@@ -88,16 +90,16 @@ func New(ctx context.Context, d controller.Deps) (*Controller, error) {
 		client:    d.Client,
 		cidrs:     nw.ServiceCIDRs().Lister(),
 		addresses: nw.IPAddresses().Lister(),
-		recorder:  controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder:  events.NewRecorder(ctx, d.Client, ControllerName),
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: queueName, Sync: c.sync})
-	synced, err := controller.Register(
-		controller.Handler{Informer: nw.ServiceCIDRs().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: nw.ServiceCIDRs().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.onServiceCIDRAdd,
 			UpdateFunc: func(_, cur any) { c.enqueue(cur) },
 			DeleteFunc: c.enqueue,
 		}},
-		controller.Handler{Informer: nw.IPAddresses().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: nw.IPAddresses().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			// A new address may block a deletion, a deleted one unblock it.
 			AddFunc:    c.onIPAddress,
 			DeleteFunc: c.onIPAddress,
@@ -116,7 +118,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) enqueue(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.queue.Add(key)
 	}
 }
@@ -124,7 +126,7 @@ func (c *Controller) enqueue(obj any) {
 // onServiceCIDRAdd queues a new ServiceCIDR and those it overlaps: it may
 // cover the addresses that block their deletion.
 func (c *Controller) onServiceCIDRAdd(obj any) {
-	sc, ok := controller.Object[*networkingv1.ServiceCIDR](obj)
+	sc, ok := informer.Object[*networkingv1.ServiceCIDR](obj)
 	if !ok {
 		return
 	}
@@ -144,7 +146,7 @@ func (c *Controller) onServiceCIDRAdd(obj any) {
 
 // onIPAddress queues the ServiceCIDRs holding an allocator's IPAddress.
 func (c *Controller) onIPAddress(obj any) {
-	ip, ok := controller.Object[*networkingv1.IPAddress](obj)
+	ip, ok := informer.Object[*networkingv1.IPAddress](obj)
 	if !ok || ip.Labels[networkingv1.LabelManagedBy] != managedBy {
 		return
 	}

@@ -30,6 +30,8 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/controllerref"
 	"github.com/svcnet/svcnet/internal/controller/history"
 	"github.com/svcnet/svcnet/internal/controller/podstate"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // ControllerName is the source of the controller's Events.
@@ -72,7 +74,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		pods:      core.Pods().Lister(),
 		claims:    core.PersistentVolumeClaims().Lister(),
 		revisions: apps.ControllerRevisions().Lister(),
-		recorder:  controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder:  events.NewRecorder(ctx, d.Client, ControllerName),
 		now:       time.Now,
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "statefulset", Sync: c.sync})
@@ -82,13 +84,13 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		Selecting: c.sets.GetPodStatefulSets,
 		Enqueue:   func(set *appsv1.StatefulSet) { c.enqueue(set) },
 	}
-	synced, err := controller.Register(
-		controller.Handler{Informer: apps.StatefulSets().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Register(
+		informer.Handler{Informer: apps.StatefulSets().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueue,
 			UpdateFunc: func(_, cur any) { c.enqueue(cur) },
 			DeleteFunc: c.enqueue,
 		}},
-		controller.Handler{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.podAdded,
 			UpdateFunc: c.podUpdated,
 			DeleteFunc: c.podDeleted,
@@ -108,7 +110,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) enqueue(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.queue.Add(key)
 	}
 }
@@ -143,7 +145,7 @@ func (c *Controller) podUpdated(old, cur any) {
 
 // podDeleted wakes the deleted pod's set.
 func (c *Controller) podDeleted(obj any) {
-	pod, ok := controller.Object[*corev1.Pod](obj)
+	pod, ok := informer.Object[*corev1.Pod](obj)
 	if !ok {
 		return
 	}

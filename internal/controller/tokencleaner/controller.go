@@ -22,6 +22,7 @@ import (
 	bootstrapsecretutil "k8s.io/cluster-bootstrap/util/secrets"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Upstream's names.
@@ -51,9 +52,9 @@ func New(d controller.Deps) (*Controller, error) {
 	secrets := d.Informers.Core().V1().Secrets()
 	c := &Controller{client: d.Client, secrets: secrets.Lister(), now: time.Now}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: queueName, Sync: c.sync})
-	synced, err := controller.Register(controller.Handler{Informer: secrets.Informer(), Handler: cache.FilteringResourceEventHandler{
+	synced, err := informer.Register(informer.Handler{Informer: secrets.Informer(), Handler: cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj any) bool {
-			s, ok := controller.Object[*corev1.Secret](obj)
+			s, ok := informer.Object[*corev1.Secret](obj)
 			return ok && s.Type == bootstrapapi.SecretTypeBootstrapToken && s.Namespace == metav1.NamespaceSystem
 		},
 		Handler: cache.ResourceEventHandlerFuncs{
@@ -69,7 +70,7 @@ func New(d controller.Deps) (*Controller, error) {
 }
 
 func (c *Controller) enqueue(obj any) {
-	if key, ok := controller.Key(obj); ok {
+	if key, ok := informer.Key(obj); ok {
 		c.queue.Add(key)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // ControllerName is the controller's name.
@@ -40,12 +41,12 @@ func New(d controller.Deps) (*Controller, error) {
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "ttl_jobs_to_delete", Sync: c.sync})
 	enqueue := func(obj any) {
 		if j, ok := obj.(*batchv1.Job); ok && needsCleanup(j) {
-			if key, ok := controller.Key(j); ok {
+			if key, ok := informer.Key(j); ok {
 				c.queue.Add(key)
 			}
 		}
 	}
-	synced, err := controller.Handle(inf.Informer(), cache.ResourceEventHandlerFuncs{
+	synced, err := informer.Handle(inf.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, cur any) { enqueue(cur) },
 	})

@@ -28,6 +28,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // ControllerName is the controller's name in --controllers and the source
@@ -93,7 +95,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 	c := &Controller{
 		client:    d.Client,
 		clock:     opts.Clock,
-		recorder:  controller.NewRecorder(ctx, d.Client, ControllerName),
+		recorder:  events.NewRecorder(ctx, d.Client, ControllerName),
 		pods:      core.Pods().Lister(),
 		nodes:     core.Nodes().Lister(),
 		podsOn:    podsOn,
@@ -106,13 +108,13 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 	c.nodeQueue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "noexec_taint_node", Sync: c.syncNode})
 	c.podQueue = controller.NewQueue(d.Metrics, controller.QueueConfig[podItem]{Name: "noexec_taint_pod", Sync: c.syncPod})
 	c.due = controller.NewQueue(d.Metrics, controller.QueueConfig[types.NamespacedName]{Name: "noexec_taint_eviction", Sync: c.evict})
-	c.synced, err = controller.Register(
-		controller.Handler{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+	c.synced, err = informer.Register(
+		informer.Handler{Informer: core.Pods().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.podChanged(nil, obj) },
 			UpdateFunc: c.podChanged,
 			DeleteFunc: func(obj any) { c.podChanged(obj, nil) },
 		}},
-		controller.Handler{Informer: core.Nodes().Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: core.Nodes().Informer(), Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.nodeChanged(nil, obj) },
 			UpdateFunc: c.nodeChanged,
 			DeleteFunc: func(obj any) { c.nodeChanged(obj, nil) },
@@ -146,8 +148,8 @@ func (c *Controller) Run(ctx context.Context) {
 // podChanged queues a pod whose node or tolerations changed, or that came
 // or went.
 func (c *Controller) podChanged(oldObj, newObj any) {
-	oldPod, _ := controller.Object[*corev1.Pod](oldObj)
-	newPod, _ := controller.Object[*corev1.Pod](newObj)
+	oldPod, _ := informer.Object[*corev1.Pod](oldObj)
+	newPod, _ := informer.Object[*corev1.Pod](newObj)
 	pod := newPod
 	if pod == nil {
 		pod = oldPod
@@ -165,8 +167,8 @@ func (c *Controller) podChanged(oldObj, newObj any) {
 // nodeChanged queues a node whose NoExecute taints changed, or that came
 // or went.
 func (c *Controller) nodeChanged(oldObj, newObj any) {
-	oldNode, _ := controller.Object[*corev1.Node](oldObj)
-	newNode, _ := controller.Object[*corev1.Node](newObj)
+	oldNode, _ := informer.Object[*corev1.Node](oldObj)
+	newNode, _ := informer.Object[*corev1.Node](newObj)
 	if oldNode != nil && newNode != nil &&
 		apiequality.Semantic.DeepEqual(noExecuteTaints(oldNode.Spec.Taints), noExecuteTaints(newNode.Spec.Taints)) {
 		return

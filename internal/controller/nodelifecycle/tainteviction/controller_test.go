@@ -53,7 +53,7 @@ func exists(cs *fake.Clientset, name string) bool {
 	return err == nil
 }
 
-func events(cs *fake.Clientset) map[string]bool {
+func eventsOf(cs *fake.Clientset) map[string]bool {
 	list, _ := cs.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
 	out := map[string]bool{}
 	for _, e := range list.Items {
@@ -77,8 +77,8 @@ func TestEvictsByTolerationSeconds(t *testing.T) {
 		return ""
 	})
 	controllertest.Eventually(t, func() string {
-		if !events(cs)["TaintManagerEviction: Marking for deletion Pod default/none"] {
-			return fmt.Sprintf("events = %v, want TaintManagerEviction for default/none", events(cs))
+		if !eventsOf(cs)["TaintManagerEviction: Marking for deletion Pod default/none"] {
+			return fmt.Sprintf("events = %v, want TaintManagerEviction for default/none", eventsOf(cs))
 		}
 		return ""
 	})
@@ -127,8 +127,8 @@ func TestCancelsWhenTaintGoes(t *testing.T) {
 	}
 	want := "TaintManagerEviction: Cancelling deletion of Pod default/short"
 	controllertest.Eventually(t, func() string {
-		if !events(cs)[want] {
-			return fmt.Sprintf("events = %v, want %q", events(cs), want)
+		if !eventsOf(cs)[want] {
+			return fmt.Sprintf("events = %v, want %q", eventsOf(cs), want)
 		}
 		return ""
 	})

@@ -1,31 +1,15 @@
-package controller
+// Package informer holds the small helpers every user of client-go
+// informers in svcnet shares (controllers, the node agent, the proxy, DNS,
+// the API server's own controllers): unwrapping an event's object,
+// its key, and registering handlers so that a caller can wait for their
+// initial lists.
+package informer
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 )
-
-// NewRecorder returns a recorder that writes core/v1 Events as component
-// (what `kubectl describe` and `kubectl get events` show) and logs them at
-// debug level. Its broadcaster stops when ctx ends.
-func NewRecorder(ctx context.Context, client kubernetes.Interface, component string) record.EventRecorder {
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	b.StartEventWatcher(func(e *corev1.Event) {
-		slog.Debug("event", "component", component, "object", e.InvolvedObject.Kind+" "+e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name,
-			"type", e.Type, "reason", e.Reason, "message", e.Message)
-	})
-	context.AfterFunc(ctx, b.Shutdown)
-	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
-}
 
 // Object returns the object of an informer event, unwrapping the tombstone
 // a delete event carries when the watch missed the final state; ok is false
