@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+
+	"github.com/svcnet/svcnet/internal/netaddr"
 )
 
 // MasqueradeTable is the pod network's nftables table, one per IP family
@@ -80,7 +82,7 @@ func noMasqueradeRanges(prefixes []netip.Prefix) []addrRange {
 	var rs []addrRange
 	for _, p := range prefixes {
 		p = p.Masked()
-		rs = append(rs, addrRange{p.Addr(), LastAddr(p)})
+		rs = append(rs, addrRange{p.Addr(), netaddr.LastAddr(p)})
 	}
 	slices.SortFunc(rs, func(a, b addrRange) int { return a.first.Compare(b.first) })
 	var out []addrRange
@@ -97,16 +99,6 @@ func noMasqueradeRanges(prefixes []netip.Prefix) []addrRange {
 		out = append(out, r)
 	}
 	return out
-}
-
-// LastAddr is the highest address of p.
-func LastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
 }
 
 // intervalElements are the set elements of ranges: each range opens at its
@@ -261,10 +253,7 @@ func writeMasqueradeTable(conn *nftables.Conn, name, inside string, s masquerade
 //
 //	ip saddr POD-CIDR oifname != INSIDE ip daddr != @no-masquerade masquerade fully-random
 func masqueradeRule(f masqFamily, pods netip.Prefix, set, inside string) []expr.Any {
-	mask := make([]byte, f.addrLen)
-	for i := range pods.Bits() {
-		mask[i/8] |= 0x80 >> (i % 8)
-	}
+	mask := netaddr.Mask(pods)
 	ifname := make([]byte, 16) // IFNAMSIZ, as nft compares names
 	copy(ifname, inside)
 	return []expr.Any{

@@ -29,6 +29,7 @@ import (
 	vnetns "github.com/vishvananda/netns"
 
 	"github.com/svcnet/svcnet/internal/cni"
+	"github.com/svcnet/svcnet/internal/netaddr"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -77,7 +78,7 @@ func Plan(cidr string, names []string, dir string) (*Network, error) {
 	ip := n.Gateway
 	for _, name := range names {
 		ip = ip.Next()
-		if !p.Contains(ip) || ip == cni.LastAddr(p) {
+		if !p.Contains(ip) || ip == netaddr.LastAddr(p) {
 			return nil, fmt.Errorf("node network %s has no room for %d nodes", p, len(names))
 		}
 		n.Nodes = append(n.Nodes, Node{Name: name, NetNS: netns.Path(name), IP: ip})

@@ -40,6 +40,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/events"
 	"github.com/svcnet/svcnet/internal/informer"
+	"github.com/svcnet/svcnet/internal/netaddr"
 )
 
 // Upstream's names.
@@ -184,18 +185,8 @@ func holds(sc *networkingv1.ServiceCIDR, addr netip.Addr) bool {
 		if !p.Contains(addr) || addr == p.Masked().Addr() {
 			return false
 		}
-		return !addr.Is4() || addr != lastAddr(p)
+		return !addr.Is4() || addr != netaddr.LastAddr(p)
 	})
-}
-
-// lastAddr is the highest address of p.
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	addr, _ := netip.AddrFromSlice(b)
-	return addr
 }
 
 // contains says whether p lies within q.

@@ -11,6 +11,8 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/netaddr"
 )
 
 // family is what differs between the ip and ip6 tables.
@@ -97,10 +99,7 @@ func (r *rule) prefix(f family, src bool, op expr.CmpOp, p netip.Prefix) *rule {
 	if src {
 		off, dir = f.saddrOff, "saddr"
 	}
-	mask := make([]byte, f.addrLen)
-	for i := 0; i < p.Bits(); i++ {
-		mask[i/8] |= 0x80 >> (i % 8)
-	}
+	mask := netaddr.Mask(p)
 	return r.add(fmt.Sprintf("%s %s %s%s", f.name, dir, opText(op), p),
 		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: f.addrLen},
 		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: f.addrLen, Mask: mask, Xor: make([]byte, f.addrLen)},
