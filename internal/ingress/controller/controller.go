@@ -373,5 +373,7 @@ func sortAddresses(a []networkingv1.IngressLoadBalancerIngress) []networkingv1.I
 	slices.SortFunc(a, func(x, y networkingv1.IngressLoadBalancerIngress) int {
 		return cmp.Or(cmp.Compare(x.IP, y.IP), cmp.Compare(x.Hostname, y.Hostname))
 	})
-	return slices.CompactFunc(a, func(x, y networkingv1.IngressLoadBalancerIngress) bool { return x.IP == y.IP && x.Hostname == y.Hostname })
+	return slices.CompactFunc(a, func(x, y networkingv1.IngressLoadBalancerIngress) bool {
+		return x.IP == y.IP && x.Hostname == y.Hostname
+	})
 }
