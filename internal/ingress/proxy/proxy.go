@@ -49,6 +49,9 @@ func New(reg prometheus.Registerer) *Proxy {
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 1024,
 		IdleConnTimeout:     60 * time.Second,
+		// Requests go as the client sent them: no Accept-Encoding of the
+		// proxy's own, no answers unzipped on the way.
+		DisableCompression: true,
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   rewrite,
