@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -107,11 +108,25 @@ func (l *l2Status) adopt(ctx context.Context) bool {
 }
 
 // write creates the Service's status object if there is none, then sets
-// its status (a subresource, which a create leaves out).
+// its status (a subresource, which a create leaves out). As the one
+// announcing node, it deletes the Service's statuses of other nodes
+// (left by a node that stopped before it could).
 func (l *l2Status) write(ctx context.Context, key string, want v1beta1.MetalLBServiceL2Status, owner *corev1.Node) error {
+	others, err := l.client.List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{
+		labelServiceName: want.ServiceName, labelServiceNamespace: want.ServiceNamespace}).String()})
+	if err != nil {
+		return err
+	}
+	for _, o := range others.Items {
+		if o.GetLabels()[labelNode] == l.node {
+			continue
+		}
+		if err := l.client.Delete(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
 	w, ok := l.written[key]
 	var obj *unstructured.Unstructured
-	var err error
 	if ok {
 		obj, err = l.client.Get(ctx, w.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
