@@ -56,6 +56,12 @@ func choose(svc *corev1.Service, w World, me string) Choice {
 		c.Reason = "notLoadBalancer"
 		return c
 	}
+	// MetalLB run without --lb-class: Services of a load balancer class
+	// are another implementation's.
+	if svc.Spec.LoadBalancerClass != nil {
+		c.Reason = "otherLoadBalancerClass"
+		return c
+	}
 	if len(svc.Status.LoadBalancer.Ingress) == 0 {
 		c.Reason = "noIPAllocated"
 		return c

@@ -144,6 +144,16 @@ func TestChoose(t *testing.T) {
 			w: World{Nodes: ab, L2Ads: []*v1beta1.L2Advertisement{l2(v1beta1.L2AdvertisementSpec{})}, Slices: both}, reason: "ipNotAllowed"},
 		{name: "no IP yet", svc: lbService(corev1.ServiceExternalTrafficPolicyCluster),
 			w: World{Nodes: ab, L2Ads: []*v1beta1.L2Advertisement{l2(v1beta1.L2AdvertisementSpec{})}, Slices: both}, reason: "noIPAllocated"},
+		{name: "another load balancer class", svc: func() *corev1.Service {
+			svc := lbService(corev1.ServiceExternalTrafficPolicyCluster, ip)
+			svc.Spec.LoadBalancerClass = ptr.To("example.com/lb")
+			return svc
+		}(), w: World{Nodes: ab, L2Ads: []*v1beta1.L2Advertisement{l2(v1beta1.L2AdvertisementSpec{})}, Slices: both}, reason: "otherLoadBalancerClass"},
+		{name: "not a LoadBalancer", svc: func() *corev1.Service {
+			svc := lbService(corev1.ServiceExternalTrafficPolicyCluster, ip)
+			svc.Spec.Type = corev1.ServiceTypeNodePort
+			return svc
+		}(), w: World{Nodes: ab, L2Ads: []*v1beta1.L2Advertisement{l2(v1beta1.L2AdvertisementSpec{})}, Slices: both}, reason: "notLoadBalancer"},
 		{name: "invalid IP", svc: lbService(corev1.ServiceExternalTrafficPolicyCluster, "10.0.0.300"),
 			w: World{Nodes: ab, L2Ads: []*v1beta1.L2Advertisement{l2(v1beta1.L2AdvertisementSpec{})}, Slices: both}, reason: "invalidIP"},
 	} {
