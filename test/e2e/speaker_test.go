@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/netns"
 )
 
 // speakerGrace is the node-monitor grace period of the speaker test's
@@ -232,4 +237,77 @@ spec:
 	}
 	announced(t, client, ip, mac1, "web-1")
 	l2Status(c, "web", nodeName)
+}
+
+// TestSpeakerAlone: `svcnet speaker` on its own announces for its node, a
+// Node registered by hand with an endpoint of a selector-less Service,
+// and stops answering when it stops.
+func TestSpeakerAlone(t *testing.T) {
+	needRoot(t)
+	const ip, node = "10.0.0.200", "speaker-node"
+	prefix := fmt.Sprintf("svcnet-e2e-%d-%d", os.Getpid(), netnsSeq.Add(1))
+	l := newLAN(t, prefix)
+	ns, client := newNetns(t, prefix+"-node"), newNetns(t, prefix+"-client")
+	l.attach(ns, "10.0.0.1")
+	l.attach(client, "10.0.0.100")
+	client = netns.Path(client)
+	mac := lanMAC(t, ns)
+	c := &nodeCluster{cluster: startCluster(t), netns: ns}
+
+	c.must("apply", "-f", "../../docs/examples/layer2.yaml")
+	c.withStdin(`apiVersion: v1
+kind: Node
+metadata: {name: `+node+`}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  type: LoadBalancer
+  ports: [{port: 80}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{port: 80}]
+endpoints:
+- addresses: [10.244.9.9]
+  nodeName: `+node+`
+  conditions: {ready: true}
+`, "apply", "-f", "-")
+	now := time.Now().UTC().Format(time.RFC3339)
+	c.must("patch", "node", node, "--subresource=status", "--type=merge", "-p",
+		`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","lastHeartbeatTime":"`+now+`","lastTransitionTime":"`+now+`"}]}}`)
+	loadBalancerIP(c, "web")
+
+	sp := exec.Command(binary, "speaker", "--kubeconfig", c.kubeconfig(), "--node-name", node, "--netns", ns)
+	var log strings.Builder
+	sp.Stdout, sp.Stderr = &log, &log
+	sp.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := sp.Start(); err != nil {
+		t.Fatalf("start svcnet speaker: %v", err)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = sp.Process.Signal(syscall.SIGTERM)
+			if err := sp.Wait(); err != nil {
+				t.Errorf("svcnet speaker exited with %v; log:\n%s", err, log.String())
+			}
+		})
+	}
+	t.Cleanup(stop)
+
+	eventually(t, 20*time.Second, func() string {
+		if got := arpAnswers(client, ip); !slices.Equal(got, []string{mac}) {
+			return fmt.Sprintf("ARP answers for %s: %v, want the node's %s; speaker log:\n%s", ip, got, mac, log.String())
+		}
+		return ""
+	})
+	nodeAssigned(c, "web", node)
+	stop()
+	if got := arpAnswers(client, ip); len(got) != 0 {
+		t.Errorf("ARP answers for %s after the speaker stopped: %v", ip, got)
+	}
 }
