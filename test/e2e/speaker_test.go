@@ -146,9 +146,10 @@ func l2Status(c *nodeCluster, svc, node string) {
 // cluster with clients on the nodes' LAN, 10.0.0.0/24, and the pool
 // 10.0.0.200-10.0.0.215 of docs/examples/layer2.yaml: the Service's IP is
 // announced by ARP (no route on the client), from the node with the local
-// endpoint under externalTrafficPolicy Local, by MetalLB's hash order
-// under Cluster (the second node, whose name is chosen so), and from the
-// other node once the announcing one's agent stops.
+// endpoint under externalTrafficPolicy Local (moving with it), by
+// MetalLB's hash order under Cluster (the second node, whose name is
+// chosen so), and from the other node once the announcing one's agent
+// stops.
 func TestSpeakerLayer2(t *testing.T) {
 	const ip = "10.0.0.200"
 	c, clients, n2 := startTwoNodesWith(t, twoNodes{ips: [2]string{"10.0.0.1", "10.0.0.2"}, clients: []string{"10.0.0.100", "10.0.0.101"},
@@ -200,13 +201,12 @@ spec:
 		t.Errorf("the admitted client: %v: %s", err, out)
 	}
 
-	// Cluster: every Ready node may announce, and MetalLB's order picks
-	// the second node, which takes the IP over with gratuitous ARP.
+	// Local, the endpoint moves: the first node loses its endpoint and the
+	// second, which now has one, takes the IP over with gratuitous ARP.
 	c.webPod("web-2", n2.name)
 	c.waitReady("web-2", "True", 60*time.Second)
-	c.readyEndpoints("web", 2)
-	c.must("patch", "service", "web", "--type=json", "-p",
-		`[{"op":"replace","path":"/spec/externalTrafficPolicy","value":"Cluster"},{"op":"remove","path":"/spec/loadBalancerSourceRanges"}]`)
+	c.must("delete", "pod", "web-1")
+	c.readyEndpoints("web", 1)
 	eventually(t, 10*time.Second, func() string {
 		if got := neighbour(t, client, ip); got != mac2 {
 			return fmt.Sprintf("client's neighbour entry for %s after the takeover: %q, want the second node's %s", ip, got, mac2)
@@ -214,6 +214,16 @@ spec:
 		return ""
 	})
 	nodeAssigned(c, "web", n2.name)
+	announced(t, client, ip, mac2, "web-2")
+	l2Status(c, "web", n2.name)
+
+	// Cluster: every Ready node may announce, and MetalLB's order keeps
+	// the second node although the first has an endpoint again.
+	c.webPod("web-1", nodeName)
+	c.waitReady("web-1", "True", 60*time.Second)
+	c.readyEndpoints("web", 2)
+	c.must("patch", "service", "web", "--type=json", "-p",
+		`[{"op":"replace","path":"/spec/externalTrafficPolicy","value":"Cluster"},{"op":"remove","path":"/spec/loadBalancerSourceRanges"}]`)
 	announced(t, client, ip, mac2, "web-1", "web-2")
 	l2Status(c, "web", n2.name)
 
