@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/controller"
@@ -38,6 +39,9 @@ type NodeOptions struct {
 	// (system:kube-proxy, bound to system:node-proxier); else it uses
 	// Kubeconfig's.
 	ProxyKubeconfig string
+	// SpeakerKubeconfig, if set, is the layer 2 speaker's identity
+	// (system:metallb-speaker); else it uses Kubeconfig's.
+	SpeakerKubeconfig string
 	// DataDir holds the node's state under DataDir/node.
 	DataDir string
 	// NodeName defaults to the host name.
@@ -128,15 +132,22 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		return err
 	}
 	defer proxyLog.close()
-	proxyCfg := cfg
-	if o.ProxyKubeconfig != "" {
-		if proxyCfg, err = clientcmd.BuildConfigFromFlags("", o.ProxyKubeconfig); err != nil {
-			return fmt.Errorf("load proxy kubeconfig %s: %w", o.ProxyKubeconfig, err)
-		}
-		proxyCfg.QPS, proxyCfg.Burst = cfg.QPS, cfg.Burst
+	proxyCfg, err := identity(o.ProxyKubeconfig, cfg)
+	if err != nil {
+		return err
+	}
+	speakerCfg, err := identity(o.SpeakerKubeconfig, cfg)
+	if err != nil {
+		return err
 	}
 	wg.Go(func() {
 		if proxyErr = runProxy(ctx, o, proxyCfg, name, serviceRanges, proxyHealth); proxyErr != nil {
+			cancel()
+		}
+	})
+	var speakerErr error
+	wg.Go(func() {
+		if speakerErr = runSpeaker(ctx, speakerCfg, name, o.NetNS); speakerErr != nil {
 			cancel()
 		}
 	})
@@ -159,7 +170,21 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	})
 	cancel()
 	wg.Wait()
-	return errors.Join(nodeErr, proxyErr)
+	return errors.Join(nodeErr, proxyErr, speakerErr)
+}
+
+// identity is the client configuration of a component of the node with a
+// kubeconfig of its own (base's rate limits), else base.
+func identity(kubeconfig string, base *rest.Config) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return base, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = base.QPS, base.Burst
+	return cfg, nil
 }
 
 // parseNodeIP reads --node-ip.

@@ -24,6 +24,7 @@ import (
 	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/controller/serviceaccount"
 	"github.com/svcnet/svcnet/internal/crds"
+	"github.com/svcnet/svcnet/internal/lb/speaker"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/nodenet"
 	"github.com/svcnet/svcnet/internal/pki"
@@ -148,6 +149,9 @@ func Up(ctx context.Context, o UpOptions) error {
 		// As kubeadm's bootstrap-token phase: what joining nodes need.
 		err = joinObjects(ctx, &o.APIServer, a, admin)
 	}
+	if err == nil {
+		err = ensureSpeakerRBAC(ctx, admin)
+	}
 
 	if err != nil {
 		stopAPI()
@@ -172,6 +176,10 @@ func Up(ctx context.Context, o UpOptions) error {
 	cm.CSRSigning.CertFile = filepath.Join(o.APIServer.caDir(), "ca.crt")
 	cm.CSRSigning.KeyFile = filepath.Join(o.APIServer.caDir(), "ca.key")
 	proxyKubeconfig, err := componentKubeconfig(&o.APIServer, a.URL, o.APIServer.DataDir, "kube-proxy", "system:kube-proxy")
+	var speakerKubeconfig string
+	if err == nil {
+		speakerKubeconfig, err = componentKubeconfig(&o.APIServer, a.URL, o.APIServer.DataDir, "metallb-speaker", speaker.User)
+	}
 	if err != nil {
 		stopAPI()
 		<-apiDone
@@ -210,6 +218,7 @@ func Up(ctx context.Context, o UpOptions) error {
 			break
 		}
 		n.ProxyKubeconfig = proxyKubeconfig
+		n.SpeakerKubeconfig = speakerKubeconfig
 		p := &nodeProxy{name: n.NodeName, netns: netns.Path(n.NetNS)}
 		n.ProxySynced = p.synced
 		ready.nodes = append(ready.nodes, p)

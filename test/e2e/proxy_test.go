@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -416,40 +418,83 @@ func newNetns(t *testing.T, name string) string {
 // It returns the cluster, the client's namespace path and the nodes' IPs.
 func startTwoNodes(t *testing.T) (*nodeCluster, string, [2]string) {
 	t.Helper()
+	ips := [2]string{"172.31.253.1", "172.31.253.2"}
+	c, clients, _ := startTwoNodesWith(t, twoNodes{ips: ips, clients: []string{"172.31.253.100"}, second: nodeName + "-2"})
+	return c, clients[0], ips
+}
+
+// twoNodes lays out the cluster of startTwoNodesWith.
+type twoNodes struct {
+	ips     [2]string // the nodes' addresses on the lan (a /24)
+	clients []string  // the outside clients' addresses on it
+	second  string    // the second node's name
+	upArgs  []string  // more flags of svcnet up
+}
+
+// secondNode is the second node's agent, a process of its own.
+type secondNode struct {
+	name  string // the Node's
+	netns string // the name of its network namespace
+	cmd   *exec.Cmd
+	log   strings.Builder
+	once  sync.Once
+	err   error
+}
+
+// stop ends the agent with SIGTERM (once) and waits for it.
+func (n *secondNode) stop() error {
+	n.once.Do(func() {
+		_ = n.cmd.Process.Signal(syscall.SIGTERM)
+		n.err = n.cmd.Wait()
+	})
+	return n.err
+}
+
+// startTwoNodesWith starts `svcnet up` with its node (nodeName) in one
+// namespace and a second `svcnet node` in another, both on a lan with
+// outside clients, laid out as o says. It returns the cluster, the
+// clients' namespace paths and the second node.
+func startTwoNodesWith(t *testing.T, o twoNodes) (*nodeCluster, []string, *secondNode) {
+	t.Helper()
 	needRoot(t)
 	prefix := fmt.Sprintf("svcnet-e2e-%d-%d", os.Getpid(), netnsSeq.Add(1))
 	l := newLAN(t, prefix)
-	ips := [2]string{"172.31.253.1", "172.31.253.2"}
-	ns1, ns2, client := newNetns(t, prefix+"-n1"), newNetns(t, prefix+"-n2"), newNetns(t, prefix+"-client")
-	l.attach(ns1, ips[0])
-	l.attach(ns2, ips[1])
-	l.attach(client, "172.31.253.100")
+	ns1, ns2 := newNetns(t, prefix+"-n1"), newNetns(t, prefix+"-n2")
+	l.attach(ns1, o.ips[0])
+	l.attach(ns2, o.ips[1])
+	var clients []string
+	for i, ip := range o.clients {
+		name := prefix + "-client"
+		if i > 0 {
+			name += strconv.Itoa(i + 1)
+		}
+		l.attach(newNetns(t, name), ip)
+		clients = append(clients, netns.Path(name))
+	}
 
 	c := &nodeCluster{netns: ns1}
-	c.cluster = startCluster(t, "--nodes", "1", "--netns", ns1, "--node-name", nodeName, "--node-ip", ips[0], "--metrics-bind-address", "0",
-		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	c.cluster = startCluster(t, append([]string{"--nodes", "1", "--netns", ns1, "--node-name", nodeName, "--node-ip", o.ips[0], "--metrics-bind-address", "0",
+		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, o.upArgs...)...)
 	t.Cleanup(func() {
 		c.stop()
 		reapNode(t, c.dataDir)
 	})
 	dir2 := t.TempDir()
-	node2 := exec.Command(binary, "node", "--kubeconfig", c.kubeconfig(), "--data-dir", dir2, "--netns", ns2,
-		"--node-name", nodeName+"-2", "--node-ip", ips[1], "--kubelet-address", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--stop-pods-on-exit")
-	var log strings.Builder
-	node2.Stdout, node2.Stderr = &log, &log
-	node2.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := node2.Start(); err != nil {
+	n2 := &secondNode{name: o.second, netns: ns2, cmd: exec.Command(binary, "node", "--kubeconfig", c.kubeconfig(), "--data-dir", dir2, "--netns", ns2,
+		"--node-name", o.second, "--node-ip", o.ips[1], "--kubelet-address", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--stop-pods-on-exit")}
+	n2.cmd.Stdout, n2.cmd.Stderr = &n2.log, &n2.log
+	n2.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := n2.cmd.Start(); err != nil {
 		t.Fatalf("start the second node: %v", err)
 	}
 	t.Cleanup(func() {
-		_ = node2.Process.Signal(syscall.SIGTERM)
-		if err := node2.Wait(); err != nil {
-			t.Errorf("second node exited with %v; log:\n%s", err, log.String())
+		if err := n2.stop(); err != nil {
+			t.Errorf("second node exited with %v; log:\n%s", err, n2.log.String())
 		}
 		reapNode(t, dir2)
 	})
-	for _, n := range []string{nodeName, nodeName + "-2"} {
+	for _, n := range []string{nodeName, o.second} {
 		eventually(t, 30*time.Second, func() string {
 			out, _ := c.kubectl("", "get", "node", n, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 			if out != "True" {
@@ -458,7 +503,7 @@ func startTwoNodes(t *testing.T) (*nodeCluster, string, [2]string) {
 			return ""
 		})
 	}
-	return c, netns.Path(client), ips
+	return c, clients, n2
 }
 
 func TestProxyExternalTrafficPolicyTwoNodes(t *testing.T) {
