@@ -231,6 +231,20 @@ func (c *Controller) syncConfig(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list services: %w", err)
 	}
+	convergeOrder(svcs)
+	var errs []error
+	for _, svc := range svcs {
+		if _, err := c.converge(ctx, svc.Namespace+"/"+svc.Name, svc); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// convergeOrder sorts Services as syncConfig converges them: those with
+// more addresses first, so that none loses its address to one converged
+// before it, then the older first, as they were created.
+func convergeOrder(svcs []*corev1.Service) {
 	slices.SortStableFunc(svcs, func(a, b *corev1.Service) int {
 		if n := cmp.Compare(len(b.Status.LoadBalancer.Ingress), len(a.Status.LoadBalancer.Ingress)); n != 0 {
 			return n
@@ -240,13 +254,6 @@ func (c *Controller) syncConfig(ctx context.Context) error {
 		}
 		return cmp.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
-	var errs []error
-	for _, svc := range svcs {
-		if _, err := c.converge(ctx, svc.Namespace+"/"+svc.Name, svc); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // ours says whether the controller handles svc: MetalLB without

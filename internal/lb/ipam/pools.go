@@ -72,6 +72,7 @@ func parsePools(in []*v1beta1.IPAddressPool, namespaces []*corev1.Namespace) (*p
 		out.byName[p.Name] = pl
 		out.names = append(out.names, p.Name)
 	}
+	slices.Sort(out.names)
 	return out, nil
 }
 
