@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +192,33 @@ func sameLines(a, b, name string) bool {
 		want = append(want, strings.Join(strings.Fields(l), " "))
 	}
 	return strings.Join(kept, "\n") == strings.Join(want, "\n")
+}
+
+// TestLoadBalancerUpPool: `svcnet up --lb-pool` makes the pool default
+// (both families) with its L2Advertisement, and Services use it.
+func TestLoadBalancerUpPool(t *testing.T) {
+	c := startNodeCluster(t, "--lb-pool", "10.0.3.0/31,fd00:3::/126")
+	if got := c.must("get", "ipaddresspool,l2advertisement", "-n", "metallb-system", "-o",
+		`jsonpath={range .items[*]}{.kind} {.metadata.name} {.spec.addresses} {.spec.ipAddressPools}|{end}`); got != `IPAddressPool default ["10.0.3.0/31","fd00:3::/126"] |L2Advertisement default  ["default"]|` {
+		t.Errorf("up's pool and advertisement: %s", got)
+	}
+	c.must("create", "service", "loadbalancer", "web", "--tcp=80:80")
+	c.waitExternalIP("web", "10.0.3.0")
+}
+
+// TestLoadBalancerNodesPool: `svcnet up --nodes 2` offers a pool on the
+// nodes' network, above the nodes' addresses.
+func TestLoadBalancerNodesPool(t *testing.T) {
+	m := newMachine(t)
+	c := startOnMachine(t, m, "--nodes", "2", "--node-name", fmt.Sprintf("e2elb%d", os.Getpid()))
+	if got := c.must("get", "ipaddresspool", "default", "-n", "metallb-system", "-o", "jsonpath={.spec.addresses}"); got != `["10.250.0.200-10.250.0.250"]` {
+		t.Errorf("the nodes' pool has addresses %s", got)
+	}
+	c.must("create", "service", "loadbalancer", "web", "--tcp=80:80")
+	eventually(t, 15*time.Second, func() string {
+		if ip := c.jsonpath("service", "web", "{.status.loadBalancer.ingress[0].ip}"); ip != "10.250.0.200" {
+			return "web has EXTERNAL-IP " + ip + ", want 10.250.0.200"
+		}
+		return ""
+	})
 }
