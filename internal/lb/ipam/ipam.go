@@ -105,6 +105,17 @@ type Controller struct {
 	// pools is the configuration in force, nil until it is first read;
 	// Services wait until then.
 	pools *pools
+	// written are the Services as the controller last wrote them, by
+	// key, until the informer's cache shows a version other than the one
+	// written over: converging a Service from the cache's older copy
+	// (without its new addresses) could give its addresses to another.
+	written map[string]written
+}
+
+// written is a Service as written, and the version it was written over.
+type written struct {
+	over string
+	svc  *corev1.Service
 }
 
 // New creates the controller and registers its handlers on the Service
@@ -116,7 +127,7 @@ func New(ctx context.Context, d controller.Deps, dyn dynamic.Interface, config *
 		client: d.Client, dynamic: dyn, config: config,
 		services: core.Services().Lister(), namespaces: core.Namespaces().Lister(),
 		recorder: controller.NewRecorder(ctx, d.Client, ControllerName),
-		alloc:    newAllocator(),
+		alloc:    newAllocator(), written: map[string]written{},
 	}
 	// One worker: the allocation is one state, converged in order.
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[key]{Name: ControllerName, Sync: c.sync})
@@ -264,6 +275,11 @@ func ours(svc *corev1.Service) bool { return svc.Spec.LoadBalancerClass == nil }
 // allocation and writes its status; again says other Services may now
 // converge differently (an address was freed, or a sharing changed).
 func (c *Controller) converge(ctx context.Context, svcKey string, svcRO *corev1.Service) (again bool, err error) {
+	if w, ok := c.written[svcKey]; ok && svcRO != nil && svcRO.ResourceVersion == w.over {
+		svcRO = w.svc // the cache has not seen the last write yet
+	} else {
+		delete(c.written, svcKey)
+	}
 	if svcRO == nil {
 		if c.alloc.pool(svcKey) == "" {
 			return false, nil
@@ -298,12 +314,14 @@ func (c *Controller) converge(ctx context.Context, svcKey string, svcRO *corev1.
 			c.recorder.Eventf(svcRO, corev1.EventTypeWarning, "deprecatedAnnotation", "Service uses deprecated annotation %s", a)
 		}
 	}
-	if _, err := c.client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+	out, err := c.client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, svc, metav1.UpdateOptions{})
+	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return again, fmt.Errorf("%w: update status of service %s: %w", controller.ErrStale, svcKey, err)
 		}
 		return again, fmt.Errorf("update status of service %s: %w", svcKey, err)
 	}
+	c.written[svcKey] = written{over: svcRO.ResourceVersion, svc: out}
 	slog.Info("updated service object", "controller", ControllerName, "service", svcKey, "ips", c.alloc.ips(svcKey))
 	return again, nil
 }

@@ -10,6 +10,7 @@ import (
 	"go.universe.tf/metallb/api/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
@@ -69,7 +70,7 @@ type harness struct {
 
 func newHarness(t *testing.T, ps ...*v1beta1.IPAddressPool) *harness {
 	t.Helper()
-	h := &harness{t: t, events: record.NewFakeRecorder(1000), c: &Controller{alloc: newAllocator()}}
+	h := &harness{t: t, events: record.NewFakeRecorder(1000), c: &Controller{alloc: newAllocator(), written: map[string]written{}}}
 	h.c.recorder = h.events
 	h.c.queue = controller.NewQueue(controller.NewMetrics(prometheus.NewRegistry()), controller.QueueConfig[key]{Name: ControllerName})
 	h.setPools(ps...)
@@ -323,5 +324,33 @@ func TestCounters(t *testing.T) {
 	a4, a6, f4, f6 := h.c.alloc.counters("p")
 	if a4 != 2 || a6 != 0 || f4 != 252 || f6 != math.MaxInt64 {
 		t.Errorf("assigned %d/%d available %d/%d, want 2/0 252/MaxInt64", a4, a6, f4, f6)
+	}
+}
+
+// TestStaleCache: converging a Service again from a cache that has not
+// seen the controller's last write of it neither writes nor allocates
+// again.
+func TestStaleCache(t *testing.T) {
+	h := newHarness(t, ipPool("homelab", addrs("10.0.0.200-10.0.0.215")))
+	a := svc("a", func(s *corev1.Service) { s.ResourceVersion = "5" })
+	client := fake.NewClientset(a)
+	h.c.client = client
+	for range 2 {
+		if _, err := h.c.converge(t.Context(), "default/a", a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var writes int
+	for _, act := range client.Actions() {
+		if act.GetVerb() == "update" && act.GetSubresource() == "status" {
+			writes++
+		}
+	}
+	if writes != 1 || len(h.events.Events) != 1 {
+		t.Errorf("%d status writes and %d events, want one of each", writes, len(h.events.Events))
+	}
+	got, err := client.CoreV1().Services("default").Get(t.Context(), "a", metav1.GetOptions{})
+	if err != nil || len(got.Status.LoadBalancer.Ingress) != 1 || got.Status.LoadBalancer.Ingress[0].IP != "10.0.0.200" {
+		t.Errorf("written status %+v (%v), want 10.0.0.200", got.Status, err)
 	}
 }
