@@ -176,6 +176,24 @@ spec:
 		t.Errorf("addresses before the restart:\n%s\nafter:\n%s", before, after)
 	}
 	c.waitExternalIP("auto", "<pending>")
+
+	// A pool that overlaps another makes the configuration invalid, as
+	// MetalLB's ConfigurationState says; the one in force stays.
+	state := func(want string) {
+		t.Helper()
+		eventually(t, 15*time.Second, func() string {
+			if got := c.must("get", "configurationstate", "controller", "-n", "metallb-system", "-o", "jsonpath={.status.result}: {.status.errorSummary}"); got != want {
+				return "ConfigurationState controller: " + got + ", want " + want
+			}
+			return ""
+		})
+	}
+	state("Valid: ")
+	c.withStdin("apiVersion: metallb.io/v1beta1\nkind: IPAddressPool\nmetadata: {name: overlap, namespace: metallb-system}\nspec: {addresses: [10.0.0.210/32]}\n", "apply", "-f", "-")
+	state(`Invalid: configuration error: CIDR "10.0.0.210/32" in pool "overlap" overlaps with already defined CIDR "10.0.0.208/29"`)
+	c.must("delete", "ipaddresspool", "overlap", "-n", "metallb-system")
+	state("Valid: ")
+	c.waitExternalIP("wiki", "10.0.0.210")
 }
 
 // sameLines says whether a and b hold the same lines, but for the line

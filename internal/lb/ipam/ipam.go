@@ -23,13 +23,15 @@
 // addresses first, so that a restart keeps every address where it was and
 // a pool change takes back what no pool owns any more. The events are
 // MetalLB's (IPAllocated, AllocationFailed, ClearAssignment, ...) from its
-// source, metallb-controller, and the pools' status counts their
-// addresses as MetalLB's does.
+// source, metallb-controller; the pools' status counts their addresses,
+// and the ConfigurationState controller says whether the pools are valid
+// (an invalid set leaves the last valid one in force), as MetalLB's do.
 package ipam
 
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,6 +48,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -110,6 +113,8 @@ type Controller struct {
 	// written over: converging a Service from the cache's older copy
 	// (without its new addresses) could give its addresses to another.
 	written map[string]written
+	// reported is the configuration state last written.
+	reported string
 }
 
 // written is a Service as written, and the version it was written over.
@@ -224,6 +229,9 @@ func (c *Controller) syncConfig(ctx context.Context) error {
 		return fmt.Errorf("list namespaces: %w", err)
 	}
 	ps, err := parsePools(c.config.Pools(), nss)
+	if err := c.reportState(ctx, err); err != nil {
+		return err
+	}
 	if err != nil {
 		slog.Error("failed to parse the configuration", "controller", ControllerName, "err", err)
 	} else if c.pools == nil || c.pools.String() != ps.String() {
@@ -566,5 +574,53 @@ func (c *Controller) syncPoolStatus(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("update status of IPAddressPool %s: %w", name, err)
 	}
+	return nil
+}
+
+// The ConfigurationState MetalLB's controller reports its configuration's
+// validity in, and its condition.
+const (
+	stateName          = "controller"
+	stateCondition     = "poolReconcilerValid"
+	stateFieldManager  = "poolReconciler"
+	reasonConfigError  = "ConfigurationError"
+	reasonReconciled   = "Reconciled"
+	componentTypeLabel = "metallb.io/component-type"
+)
+
+// reportState writes the outcome of parsing the pools into the
+// ConfigurationState controller in metallb-system, as MetalLB's: result
+// Valid, or Invalid with the error as errorSummary and in the condition
+// poolReconcilerValid.
+func (c *Controller) reportState(ctx context.Context, parseErr error) error {
+	cond := metav1.Condition{Type: stateCondition, Status: metav1.ConditionTrue, Reason: reasonReconciled, LastTransitionTime: metav1.Now()}
+	st := v1beta1.ConfigurationStateStatus{Result: v1beta1.ConfigurationResultValid}
+	if parseErr != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reasonConfigError, "configuration error: "+parseErr.Error()
+		st.Result, st.ErrorSummary = v1beta1.ConfigurationResultInvalid, cond.Message
+	}
+	if c.reported == cond.Message+string(st.Result) {
+		return nil
+	}
+	st.Conditions = []metav1.Condition{cond}
+	obj := &v1beta1.ConfigurationState{
+		TypeMeta:   metav1.TypeMeta{Kind: "ConfigurationState", APIVersion: v1beta1.GroupVersion.String()},
+		ObjectMeta: metav1.ObjectMeta{Name: stateName, Namespace: metallb.Namespace, Labels: map[string]string{componentTypeLabel: "controller"}},
+	}
+	states := c.dynamic.Resource(metallb.ConfigurationStates).Namespace(metallb.Namespace)
+	opts := metav1.PatchOptions{FieldManager: stateFieldManager, Force: ptr.To(true)}
+	for _, sub := range [][]string{nil, {"status"}} {
+		if sub != nil {
+			obj.Labels, obj.Status = nil, st
+		}
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return fmt.Errorf("encode ConfigurationState: %w", err)
+		}
+		if _, err := states.Patch(ctx, stateName, types.ApplyPatchType, data, opts, sub...); err != nil {
+			return fmt.Errorf("apply ConfigurationState %s/%s: %w", metallb.Namespace, stateName, err)
+		}
+	}
+	c.reported = cond.Message + string(st.Result)
 	return nil
 }

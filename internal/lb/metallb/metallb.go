@@ -26,6 +26,8 @@ const Namespace = "metallb-system"
 var (
 	IPAddressPools   = v1beta1.GroupVersion.WithResource("ipaddresspools")
 	L2Advertisements = v1beta1.GroupVersion.WithResource("l2advertisements")
+	// ConfigurationStates report whether the configuration is valid.
+	ConfigurationStates = v1beta1.GroupVersion.WithResource("configurationstates")
 )
 
 // Config is the configuration as informers hold it.
