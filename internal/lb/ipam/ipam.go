@@ -39,6 +39,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"go.universe.tf/metallb/api/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +50,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -85,6 +87,16 @@ type key struct {
 }
 
 type keyKind int
+
+func (k key) String() string {
+	switch k.kind {
+	case configKey:
+		return "configuration"
+	case poolStatusKey:
+		return "IPAddressPool " + k.name
+	}
+	return "Service " + k.name
+}
 
 const (
 	serviceKey keyKind = iota
@@ -178,12 +190,34 @@ func New(ctx context.Context, d controller.Deps, dyn dynamic.Interface, config *
 	return c, nil
 }
 
-// Run starts the configuration's informers and allocates until ctx ends.
+// Run starts the configuration's informers once MetalLB's definitions
+// are served (svcnet up installs them beside the controllers' start) and
+// allocates until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
-	c.config.Start(ctx.Done())
-	defer c.config.Shutdown()
+	if wait.PollUntilContextCancel(ctx, servedPoll, true, c.served) == nil {
+		c.config.Start(ctx.Done())
+		defer c.config.Shutdown()
+	}
 	c.queue.Add(key{kind: configKey})
 	c.queue.Run(ctx, 1, c.synced...)
+}
+
+// servedPoll is how often Run asks whether MetalLB's API is served.
+const servedPoll = 500 * time.Millisecond
+
+// served says whether the API server serves the kinds of the
+// configuration.
+func (c *Controller) served(context.Context) (bool, error) {
+	rs, err := c.client.Discovery().ServerResourcesForGroupVersion(v1beta1.GroupVersion.String())
+	if err != nil {
+		return false, nil //nolint:nilerr // not yet: asked again
+	}
+	for _, want := range []string{metallb.IPAddressPools.Resource, metallb.L2Advertisements.Resource} {
+		if !slices.ContainsFunc(rs.APIResources, func(r metav1.APIResource) bool { return r.Name == want }) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func (c *Controller) enqueueService(obj any) {
@@ -229,9 +263,9 @@ func (c *Controller) syncConfig(ctx context.Context) error {
 		return fmt.Errorf("list namespaces: %w", err)
 	}
 	ps, err := parsePools(c.config.Pools(), nss)
-	if err := c.reportState(ctx, err); err != nil {
-		return err
-	}
+	// The state is reported beside the allocation, which does not wait
+	// for it (nor for metallb-system, whose creation brings it back here).
+	errs := []error{c.reportState(ctx, err)}
 	if err != nil {
 		slog.Error("failed to parse the configuration", "controller", ControllerName, "err", err)
 	} else if c.pools == nil || c.pools.String() != ps.String() {
@@ -244,14 +278,13 @@ func (c *Controller) syncConfig(ctx context.Context) error {
 		slog.Info("config reloaded", "controller", ControllerName, "pools", len(ps.names), "first", old == nil)
 	}
 	if c.pools == nil {
-		return nil
+		return errors.Join(errs...)
 	}
 	svcs, err := c.services.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("list services: %w", err)
 	}
 	convergeOrder(svcs)
-	var errs []error
 	for _, svc := range svcs {
 		if _, err := c.converge(ctx, svc.Namespace+"/"+svc.Name, svc); err != nil {
 			errs = append(errs, err)
@@ -617,7 +650,9 @@ func (c *Controller) reportState(ctx context.Context, parseErr error) error {
 		if err != nil {
 			return fmt.Errorf("encode ConfigurationState: %w", err)
 		}
-		if _, err := states.Patch(ctx, stateName, types.ApplyPatchType, data, opts, sub...); err != nil {
+		if _, err := states.Patch(ctx, stateName, types.ApplyPatchType, data, opts, sub...); apierrors.IsNotFound(err) {
+			return nil // no metallb-system yet
+		} else if err != nil {
 			return fmt.Errorf("apply ConfigurationState %s/%s: %w", metallb.Namespace, stateName, err)
 		}
 	}
