@@ -31,7 +31,6 @@ package ipam
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,10 +45,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -64,20 +60,6 @@ import (
 
 // ControllerName is the --controllers name and MetalLB's event source.
 const ControllerName = "metallb-controller"
-
-// MetalLB's annotations, and their older spellings.
-const (
-	AnnotationAddressPool        = "metallb.io/address-pool"
-	AnnotationLoadBalancerIPs    = "metallb.io/loadBalancerIPs"
-	AnnotationIPAllocateFromPool = "metallb.io/ip-allocated-from-pool"
-	AnnotationAllowSharedIP      = "metallb.io/allow-shared-ip"
-
-	deprecatedPrefix                       = "metallb.universe.tf/"
-	deprecatedAnnotationAddressPool        = deprecatedPrefix + "address-pool"
-	deprecatedAnnotationLoadBalancerIPs    = deprecatedPrefix + "loadBalancerIPs"
-	deprecatedAnnotationIPAllocateFromPool = deprecatedPrefix + "ip-allocated-from-pool"
-	deprecatedAnnotationAllowSharedIP      = deprecatedPrefix + "allow-shared-ip"
-)
 
 // key is one item of the queue: a Service, the whole configuration
 // (parse the pools, converge every Service), or one pool's status.
@@ -516,146 +498,10 @@ func (c *Controller) allocateIPs(svcKey string, svc *corev1.Service, u use) ([]n
 	return c.alloc.allocate(svcKey, svc, f, u)
 }
 
-// desiredIPs are the addresses svc asks for, MetalLB's errors.
-func desiredIPs(svc *corev1.Service) ([]netip.Addr, family, error) {
-	fromAnnotation := annotation(svc, AnnotationLoadBalancerIPs, deprecatedAnnotationLoadBalancerIPs)
-	switch {
-	case fromAnnotation == "" && svc.Spec.LoadBalancerIP == "":
-		return nil, "", nil
-	case fromAnnotation != "" && svc.Spec.LoadBalancerIP != "":
-		return nil, "", fmt.Errorf("service can not have both %s and svc.Spec.LoadBalancerIP", AnnotationLoadBalancerIPs)
-	case fromAnnotation != "":
-		var ips []netip.Addr
-		for _, s := range strings.Split(fromAnnotation, ",") {
-			ip, err := netip.ParseAddr(strings.TrimSpace(s))
-			if err != nil {
-				return nil, "", fmt.Errorf("invalid %s: %q", AnnotationLoadBalancerIPs, fromAnnotation)
-			}
-			ips = append(ips, ip.Unmap())
-		}
-		f, err := familyOf(addrStrings(ips))
-		if err != nil {
-			return nil, "", err
-		}
-		return ips, f, nil
-	}
-	ip, err := netip.ParseAddr(svc.Spec.LoadBalancerIP)
-	if err != nil {
-		return nil, "", fmt.Errorf("invalid spec.loadBalancerIP %q", svc.Spec.LoadBalancerIP)
-	}
-	ip = ip.Unmap()
-	if ip.Is4() {
-		return []netip.Addr{ip}, ipv4, nil
-	}
-	return []netip.Addr{ip}, ipv6, nil
-}
-
-// sharingKey is svc's allow-shared-ip key.
-func sharingKey(svc *corev1.Service) string {
-	return annotation(svc, AnnotationAllowSharedIP, deprecatedAnnotationAllowSharedIP)
-}
-
-// annotation is the value of the annotation, or of its older spelling.
-func annotation(svc *corev1.Service, name, deprecated string) string {
-	if v, ok := svc.Annotations[name]; ok {
-		return v
-	}
-	return svc.Annotations[deprecated]
-}
-
-func addrStrings(ips []netip.Addr) []string {
-	out := make([]string, len(ips))
-	for i, ip := range ips {
-		out[i] = ip.String()
-	}
-	return out
-}
-
 // sameIPs says whether a and b hold the same addresses in any order.
 func sameIPs(a, b []netip.Addr) bool {
 	x, y := slices.Clone(a), slices.Clone(b)
 	slices.SortFunc(x, netip.Addr.Compare)
 	slices.SortFunc(y, netip.Addr.Compare)
 	return slices.Equal(x, y)
-}
-
-// syncPoolStatus writes a pool's counters into its status, as MetalLB's
-// pool status controller.
-func (c *Controller) syncPoolStatus(ctx context.Context, name string) error {
-	cur := c.config.Pool(name)
-	if cur == nil || c.pools == nil || c.pools.byName[name] == nil {
-		return nil
-	}
-	p := cur.DeepCopy()
-	var st v1beta1.IPAddressPoolStatus
-	st.AssignedIPv4, st.AssignedIPv6, st.AvailableIPv4, st.AvailableIPv6 = c.alloc.counters(name)
-	if p.Status == st {
-		return nil
-	}
-	p.Status = st
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
-	if err != nil {
-		return fmt.Errorf("encode IPAddressPool %s: %w", name, err)
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	u.SetAPIVersion(v1beta1.GroupVersion.String())
-	u.SetKind("IPAddressPool")
-	_, err = c.dynamic.Resource(metallb.IPAddressPools).Namespace(metallb.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: update status of IPAddressPool %s: %w", controller.ErrStale, name, err)
-	}
-	if err != nil {
-		return fmt.Errorf("update status of IPAddressPool %s: %w", name, err)
-	}
-	return nil
-}
-
-// The ConfigurationState MetalLB's controller reports its configuration's
-// validity in, and its condition.
-const (
-	stateName          = "controller"
-	stateCondition     = "poolReconcilerValid"
-	stateFieldManager  = "poolReconciler"
-	reasonConfigError  = "ConfigurationError"
-	reasonReconciled   = "Reconciled"
-	componentTypeLabel = "metallb.io/component-type"
-)
-
-// reportState writes the outcome of parsing the pools into the
-// ConfigurationState controller in metallb-system, as MetalLB's: result
-// Valid, or Invalid with the error as errorSummary and in the condition
-// poolReconcilerValid.
-func (c *Controller) reportState(ctx context.Context, parseErr error) error {
-	cond := metav1.Condition{Type: stateCondition, Status: metav1.ConditionTrue, Reason: reasonReconciled, LastTransitionTime: metav1.Now()}
-	st := v1beta1.ConfigurationStateStatus{Result: v1beta1.ConfigurationResultValid}
-	if parseErr != nil {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reasonConfigError, "configuration error: "+parseErr.Error()
-		st.Result, st.ErrorSummary = v1beta1.ConfigurationResultInvalid, cond.Message
-	}
-	if c.reported == cond.Message+string(st.Result) {
-		return nil
-	}
-	st.Conditions = []metav1.Condition{cond}
-	obj := &v1beta1.ConfigurationState{
-		TypeMeta:   metav1.TypeMeta{Kind: "ConfigurationState", APIVersion: v1beta1.GroupVersion.String()},
-		ObjectMeta: metav1.ObjectMeta{Name: stateName, Namespace: metallb.Namespace, Labels: map[string]string{componentTypeLabel: "controller"}},
-	}
-	states := c.dynamic.Resource(metallb.ConfigurationStates).Namespace(metallb.Namespace)
-	opts := metav1.PatchOptions{FieldManager: stateFieldManager, Force: ptr.To(true)}
-	for _, sub := range [][]string{nil, {"status"}} {
-		if sub != nil {
-			obj.Labels, obj.Status = nil, st
-		}
-		data, err := json.Marshal(obj)
-		if err != nil {
-			return fmt.Errorf("encode ConfigurationState: %w", err)
-		}
-		if _, err := states.Patch(ctx, stateName, types.ApplyPatchType, data, opts, sub...); apierrors.IsNotFound(err) {
-			return nil // no metallb-system yet
-		} else if err != nil {
-			return fmt.Errorf("apply ConfigurationState %s/%s: %w", metallb.Namespace, stateName, err)
-		}
-	}
-	c.reported = cond.Message + string(st.Result)
-	return nil
 }
