@@ -4,7 +4,9 @@
 // ClusterRole and ClusterRoleBinding system:coredns, ConfigMap coredns with the Corefile, Deployment coredns with pods
 // labelled k8s-app=kube-dns, Service kube-dns on the cluster DNS address),
 // played by svcnet's built-in coredns image. Scheduling, endpoints and
-// node failures then work for DNS as for any workload.
+// node failures then work for DNS as for any workload. The load balancer
+// add-on is MetalLB's namespace, metallb-system, and the pool of
+// --lb-pool (or of the nodes' network) with its L2Advertisement.
 //
 // The objects are server-side applied on every start with one field
 // manager and force, as k3s re-applies its packaged manifests: a field up

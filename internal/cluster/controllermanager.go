@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -59,6 +60,8 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/tokencleaner"
 	"github.com/svcnet/svcnet/internal/controller/ttlafterfinished"
 	"github.com/svcnet/svcnet/internal/events"
+	"github.com/svcnet/svcnet/internal/lb/ipam"
+	"github.com/svcnet/svcnet/internal/lb/metallb"
 )
 
 // LeaderElectionOptions are kube-controller-manager's --leader-elect flags.
@@ -326,6 +329,7 @@ var knownControllers = []knownController{
 		c, err := tainteviction.New(ctx, d, tainteviction.Options{})
 		return runOf(c, err)
 	}},
+	{ipam.ControllerName, "", startLoadBalancerIPAM},
 	{bootstrapsigner.ControllerName, bootstrapsigner.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := bootstrapsigner.New(d)
 		return runOf(c, err)
@@ -369,6 +373,23 @@ func startServiceAccountToken(_ context.Context, o *ControllerManagerOptions, cl
 		return nil, err
 	}
 	c, err := serviceaccounttoken.New(d, key, ca)
+	return runOf(c, err)
+}
+
+// startLoadBalancerIPAM starts the LoadBalancer IPAM controller on
+// MetalLB's configuration, read with a dynamic client of its identity.
+func startLoadBalancerIPAM(ctx context.Context, _ *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
+	cfg := cl.configFor(ipam.ControllerName)
+	cfg.ContentType, cfg.AcceptContentTypes = "", ""
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client for %s: %w", ipam.ControllerName, err)
+	}
+	config, err := metallb.New(dyn)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ipam.New(ctx, d, dyn, config)
 	return runOf(c, err)
 }
 

@@ -46,6 +46,7 @@ var controllerServiceAccounts = map[string]string{
 	"certificatesigningrequest-signing-controller":   "certificate-controller",
 	"certificatesigningrequest-approving-controller": "certificate-controller",
 	"certificatesigningrequest-cleaner-controller":   "certificate-controller",
+	"metallb-controller":                             "metallb-controller",
 	bootstrapsigner.ControllerName:                   bootstrapsigner.ServiceAccount,
 	tokencleaner.ControllerName:                      tokencleaner.ServiceAccount,
 }

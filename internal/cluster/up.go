@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -50,6 +51,10 @@ type UpOptions struct {
 	// outside the cluster to (the coredns Corefile's forward plugin);
 	// empty means the nodes' resolv.conf.
 	DNSUpstreams []string
+	// LBPool is --lb-pool, the addresses (CIDRs or ranges) of the
+	// IPAddressPool up makes; with none, up --nodes N makes one on the
+	// nodes' network (addons.NodesPool) unless a pool of the user's exists.
+	LBPool []string
 	// Disable names packaged components not to install (k3s's --disable):
 	// "coredns", "ingress".
 	Disable []string
@@ -69,6 +74,9 @@ const controlPlaneLabel = "node-role.kubernetes.io/control-plane"
 func Up(ctx context.Context, o UpOptions) error {
 	ranges, err := allocator.ParseConfig(o.APIServer.ServiceClusterIPRange, o.APIServer.ServiceNodePortRange)
 	if err != nil {
+		return err
+	}
+	if err := addons.ParsePools(o.LBPool); err != nil {
 		return err
 	}
 	for _, d := range o.Disable {
@@ -201,6 +209,9 @@ func Up(ctx context.Context, o UpOptions) error {
 		if err := installCRDs(ctx, a.Kubeconfig); err != nil {
 			return err
 		}
+		if err := applyLoadBalancer(ctx, a.Kubeconfig, admin, loadBalancerAddon(&o, plan)); err != nil {
+			return err
+		}
 		close(crdsInstalled)
 		return nil
 	})
@@ -285,6 +296,36 @@ func installCRDs(ctx context.Context, kubeconfig string) error {
 		if err := crds.Apply(ctx, client, s); err != nil {
 			return fmt.Errorf("%s definitions: %w", s, err)
 		}
+	}
+	return nil
+}
+
+// loadBalancerAddon is the pool up makes: --lb-pool's, else one on the
+// nodes' network of --nodes N.
+func loadBalancerAddon(o *UpOptions, plan *nodePlan) addons.LoadBalancer {
+	if len(o.LBPool) > 0 || plan.network == nil {
+		return addons.LoadBalancer{Addresses: o.LBPool}
+	}
+	pool := addons.NodesPool(plan.network.Prefix, len(plan.network.Nodes))
+	if pool == "" {
+		return addons.LoadBalancer{}
+	}
+	return addons.LoadBalancer{Addresses: []string{pool}, OnlyIfNone: true}
+}
+
+// applyLoadBalancer makes MetalLB's namespace and up's pool, once the
+// definitions are served.
+func applyLoadBalancer(ctx context.Context, kubeconfig string, admin kubernetes.Interface, lb addons.LoadBalancer) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	if err := addons.ApplyLoadBalancer(ctx, admin, dyn, lb); err != nil {
+		return fmt.Errorf("load balancer add-on: %w", err)
 	}
 	return nil
 }

@@ -100,7 +100,14 @@ func TestProxyLoadBalancerSourceRanges(t *testing.T) {
 	for _, o := range []outside{allowed, denied} {
 		run(t, "ip", "-n", o.name, "route", "add", lbIP+"/32", "via", o.nodeIP)
 	}
-	c.withStdin(fmt.Sprintf(`apiVersion: v1
+	// The address comes from a pool of its own (the LoadBalancer IPAM).
+	c.withStdin(fmt.Sprintf(`apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: web, namespace: metallb-system}
+spec:
+  addresses: [%s/32]
+---
+apiVersion: v1
 kind: Service
 metadata: {name: web}
 spec:
@@ -108,8 +115,13 @@ spec:
   selector: {app: web}
   ports: [{port: 8080, targetPort: 80}]
   loadBalancerSourceRanges: [%s/32]
-`, allowed.ip), "apply", "-f", "-")
-	c.must("patch", "service", "web", "--subresource=status", "-p", `{"status":{"loadBalancer":{"ingress":[{"ip":"`+lbIP+`"}]}}}`)
+`, lbIP, allowed.ip), "apply", "-f", "-")
+	eventually(t, 10*time.Second, func() string {
+		if ip := c.jsonpath("service", "web", "{.status.loadBalancer.ingress[0].ip}"); ip != lbIP {
+			return "service web has load balancer IP " + ip + ", want " + lbIP
+		}
+		return ""
+	})
 	c.waitReady("web", "True", 30*time.Second)
 	c.readyEndpoints("web", 1)
 	lbURL := "http://" + lbIP + ":8080/"

@@ -122,6 +122,16 @@ func controllerRoles() []rbacv1.ClusterRole {
 			rule("update").groups(batch).resources("jobs/finalizers"),
 			rule("list", "watch", "create", "delete", "patch").groups(core).resources("pods"),
 			eventsRule()),
+		// svcnet's LoadBalancer IPAM, MetalLB's controller: Services and
+		// MetalLB's pools (whose status it counts), namespaces for the pools'
+		// namespaceSelectors, and its ConfigurationState.
+		c("metallb-controller",
+			rule("get", "list", "watch").groups(core).resources("services", "namespaces"),
+			rule("patch", "update").groups(core).resources("services/status"),
+			rule("get", "list", "watch").groups(metallbGroup).resources("ipaddresspools", "l2advertisements"),
+			rule("patch", "update").groups(metallbGroup).resources("ipaddresspools/status"),
+			rule("get", "create", "patch").groups(metallbGroup).resources("configurationstates", "configurationstates/status"),
+			eventsRule()),
 		c("namespace-controller",
 			rule("get", "list", "watch", "delete").groups(core).resources("namespaces"),
 			rule("update").groups(core).resources("namespaces/finalize", "namespaces/status"),

@@ -48,6 +48,7 @@ const (
 	eventsGroup   = "events.k8s.io"
 	extensions    = "extensions"
 	extMetrics    = "external.metrics.k8s.io"
+	metallbGroup  = "metallb.io"
 	metrics       = "metrics.k8s.io"
 	networking    = "networking.k8s.io"
 	nodeGroup     = "node.k8s.io"

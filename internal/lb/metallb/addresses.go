@@ -6,59 +6,76 @@ import (
 	"strings"
 
 	"go.universe.tf/metallb/api/v1beta1"
+
+	"github.com/svcnet/svcnet/internal/netaddr"
 )
 
-// Range is an inclusive range of addresses of one family.
-type Range struct{ First, Last netip.Addr }
-
-// Contains says whether ip is in the range.
-func (r Range) Contains(ip netip.Addr) bool {
-	return ip.BitLen() == r.First.BitLen() && r.First.Compare(ip) <= 0 && ip.Compare(r.Last) <= 0
-}
-
-// ParseAddresses reads an entry of an IPAddressPool's spec.addresses as
-// MetalLB does: a CIDR, or "first-last" (spaces allowed around the
-// addresses), both of one family, first not after last.
-func ParseAddresses(s string) (Range, error) {
-	first, last, isRange := strings.Cut(s, "-")
-	if !isRange {
+// ParseAddresses reads one entry of an IPAddressPool's spec.addresses as
+// MetalLB does: a CIDR ("10.0.0.0/24", "fc00::/120"), or an inclusive
+// range of one family ("10.0.0.200-10.0.0.215"), which comes back as the
+// fewest prefixes that cover it exactly, lowest first. A CIDR's host bits
+// are dropped. The errors are MetalLB's.
+func ParseAddresses(s string) ([]netip.Prefix, error) {
+	if !strings.Contains(s, "-") {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return Range{}, fmt.Errorf("invalid CIDR %q", s)
+			return nil, fmt.Errorf("invalid CIDR %q", s)
 		}
-		p = p.Masked()
-		r := Range{First: p.Addr(), Last: p.Addr()}
-		// The last address: the prefix's host bits all set.
-		b := r.Last.AsSlice()
-		for i := p.Bits(); i < len(b)*8; i++ {
-			b[i/8] |= 0x80 >> (i % 8)
+		return []netip.Prefix{p.Masked()}, nil
+	}
+	from, to, _ := strings.Cut(s, "-")
+	start, err := netip.ParseAddr(strings.TrimSpace(from))
+	if err != nil {
+		return nil, fmt.Errorf("invalid IP range %q: invalid start IP %q", s, from)
+	}
+	end, err := netip.ParseAddr(strings.TrimSpace(to))
+	if err != nil {
+		return nil, fmt.Errorf("invalid IP range %q: invalid end IP %q", s, to)
+	}
+	start, end = start.Unmap(), end.Unmap()
+	if start.Is4() != end.Is4() {
+		return nil, fmt.Errorf("invalid IP range %q: start and end IPs must be the same family", s)
+	}
+	if start.Compare(end) > 0 {
+		return nil, fmt.Errorf("invalid IP range %q: start IP %q is after the end IP %q", s, start, end)
+	}
+	return Summarize(start, end), nil
+}
+
+// Summarize is the fewest prefixes that cover start..end (inclusive, one
+// family, start not after end) exactly, lowest first.
+func Summarize(start, end netip.Addr) []netip.Prefix {
+	var out []netip.Prefix
+	for {
+		// The largest prefix that starts at start and ends within end.
+		bits := start.BitLen()
+		for bits > 0 {
+			p := netip.PrefixFrom(start, bits-1)
+			if p.Masked().Addr() != start || netaddr.LastAddr(p).Compare(end) > 0 {
+				break
+			}
+			bits--
 		}
-		r.Last, _ = netip.AddrFromSlice(b)
-		return r, nil
+		p := netip.PrefixFrom(start, bits)
+		out = append(out, p)
+		last := netaddr.LastAddr(p)
+		if last.Compare(end) >= 0 {
+			return out
+		}
+		start = last.Next()
 	}
-	a, err := netip.ParseAddr(strings.TrimSpace(first))
-	if err != nil {
-		return Range{}, fmt.Errorf("invalid IP range %q: invalid start IP %q", s, first)
-	}
-	b, err := netip.ParseAddr(strings.TrimSpace(last))
-	if err != nil {
-		return Range{}, fmt.Errorf("invalid IP range %q: invalid end IP %q", s, last)
-	}
-	if a.BitLen() != b.BitLen() {
-		return Range{}, fmt.Errorf("invalid IP range %q: start and end IPs must be the same family", s)
-	}
-	if a.Compare(b) > 0 {
-		return Range{}, fmt.Errorf("invalid IP range %q: start IP %q is after the end IP %q", s, a, b)
-	}
-	return Range{First: a, Last: b}, nil
 }
 
 // PoolContains says whether ip is one of the pool's addresses; entries
 // that do not parse hold none.
 func PoolContains(p *v1beta1.IPAddressPool, ip netip.Addr) bool {
+	ip = ip.Unmap()
 	for _, s := range p.Spec.Addresses {
-		if r, err := ParseAddresses(s); err == nil && r.Contains(ip.Unmap()) {
-			return true
+		prefixes, _ := ParseAddresses(s)
+		for _, c := range prefixes {
+			if c.Contains(ip) {
+				return true
+			}
 		}
 	}
 	return false

@@ -26,6 +26,8 @@ const Namespace = "metallb-system"
 var (
 	IPAddressPools   = v1beta1.GroupVersion.WithResource("ipaddresspools")
 	L2Advertisements = v1beta1.GroupVersion.WithResource("l2advertisements")
+	// ConfigurationStates report whether the configuration is valid.
+	ConfigurationStates = v1beta1.GroupVersion.WithResource("configurationstates")
 )
 
 // Config is the configuration as informers hold it.
@@ -103,4 +105,14 @@ func list[T any](inf cache.SharedIndexInformer, name func(*T) string) []*T {
 	}
 	slices.SortFunc(out, func(a, b *T) int { return cmp.Compare(name(a), name(b)) })
 	return out
+}
+
+// Pool is the IPAddressPool of that name, nil if there is none.
+func (c *Config) Pool(name string) *v1beta1.IPAddressPool {
+	obj, ok, err := c.pools.GetStore().GetByKey(Namespace + "/" + name)
+	if err != nil || !ok {
+		return nil
+	}
+	p, _ := obj.(*v1beta1.IPAddressPool)
+	return p
 }
