@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/svcnet/svcnet/internal/auth/nodeauthorizer"
 	"github.com/svcnet/svcnet/internal/cni"
 	"github.com/svcnet/svcnet/internal/controller/serviceaccount"
+	"github.com/svcnet/svcnet/internal/crds"
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/nodenet"
 	"github.com/svcnet/svcnet/internal/pki"
@@ -146,6 +148,7 @@ func Up(ctx context.Context, o UpOptions) error {
 		// As kubeadm's bootstrap-token phase: what joining nodes need.
 		err = joinObjects(ctx, &o.APIServer, a, admin)
 	}
+
 	if err != nil {
 		stopAPI()
 		<-apiDone
@@ -183,6 +186,16 @@ func Up(ctx context.Context, o UpOptions) error {
 		cp.controllerManager.Store(c)
 		return c.Wait()
 	})
+	// The other projects' definitions install beside the nodes' start (the
+	// Gateway API's take seconds to validate); up is not up without them.
+	crdsInstalled := make(chan struct{})
+	run("custom resource definitions", func() error {
+		if err := installCRDs(ctx, a.Kubeconfig); err != nil {
+			return err
+		}
+		close(crdsInstalled)
+		return nil
+	})
 	run("node IPAM", func() error { return RunNodeIPAM(ctx, a.Kubeconfig, o.ClusterCIDR, 24) })
 	if plan.controlPlane != "" {
 		run("mark the control plane", func() error { return markControlPlane(ctx, admin, plan.controlPlane) })
@@ -211,6 +224,12 @@ func Up(ctx context.Context, o UpOptions) error {
 		err = applyAddons(ctx, admin, o)
 	}
 	ready.client = admin
+	if err == nil {
+		select {
+		case <-crdsInstalled:
+		case <-ctx.Done(): // ready.wait returns at once
+		}
+	}
 	switch {
 	case err != nil:
 		errs <- err
@@ -238,6 +257,26 @@ func joinObjects(ctx context.Context, o *APIServerOptions, a *APIServer, admin k
 	}
 	if err := ensureJoinObjects(ctx, admin, a.AdvertiseURL, ca.CertPEM); err != nil {
 		return fmt.Errorf("objects for joining nodes: %w", err)
+	}
+	return nil
+}
+
+// installCRDs installs the definitions of the other projects' APIs svcnet
+// implements (MetalLB's, the Gateway API's), before the controllers that
+// serve them start.
+func installCRDs(ctx context.Context, kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	client, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	for _, s := range []crds.Set{crds.MetalLB, crds.GatewayAPI} {
+		if err := crds.Apply(ctx, client, s); err != nil {
+			return fmt.Errorf("%s definitions: %w", s, err)
+		}
 	}
 	return nil
 }

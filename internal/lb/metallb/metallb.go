@@ -1,0 +1,106 @@
+// Package metallb reads MetalLB's configuration from the API as MetalLB's
+// own Go types (go.universe.tf/metallb/api/v1beta1): the IPAddressPools
+// and L2Advertisements in MetalLB's namespace, metallb-system, where
+// MetalLB's controller and speakers read them (objects of those kinds in
+// other namespaces are not configuration, as with MetalLB). svcnet's
+// load balancer IPAM and its layer 2 announcement share it.
+package metallb
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"go.universe.tf/metallb/api/v1beta1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Namespace is where MetalLB's configuration lives.
+const Namespace = "metallb-system"
+
+// The resources of the configuration kinds.
+var (
+	IPAddressPools   = v1beta1.GroupVersion.WithResource("ipaddresspools")
+	L2Advertisements = v1beta1.GroupVersion.WithResource("l2advertisements")
+)
+
+// Config is the configuration as informers hold it.
+type Config struct {
+	factory dynamicinformer.DynamicSharedInformerFactory
+	pools   cache.SharedIndexInformer
+	l2      cache.SharedIndexInformer
+}
+
+// New makes the informers of the configuration in Namespace; Start runs
+// them.
+func New(client dynamic.Interface) (*Config, error) {
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, Namespace, nil)
+	c := &Config{factory: f, pools: f.ForResource(IPAddressPools).Informer(), l2: f.ForResource(L2Advertisements).Informer()}
+	if err := c.pools.SetTransform(typed[v1beta1.IPAddressPool]); err != nil {
+		return nil, fmt.Errorf("IPAddressPool informer: %w", err)
+	}
+	if err := c.l2.SetTransform(typed[v1beta1.L2Advertisement]); err != nil {
+		return nil, fmt.Errorf("L2Advertisement informer: %w", err)
+	}
+	return c, nil
+}
+
+// typed turns the informers' unstructured objects into MetalLB's types as
+// they are stored; an object that does not convert (the API server
+// validated it against the same schema) is stored as it came, and the
+// accessors skip it.
+func typed[T any](obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil // a tombstone, or already typed
+	}
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return obj, nil //nolint:nilerr // kept as it came; the accessors skip it
+	}
+	return out, nil
+}
+
+// Start runs the informers until stop closes, Shutdown waits for them.
+func (c *Config) Start(stop <-chan struct{}) { c.factory.Start(stop) }
+
+// Shutdown waits for the informers Start ran once their stop has closed.
+func (c *Config) Shutdown() { c.factory.Shutdown() }
+
+// HasSynced says both informers hold what the API held at their start.
+func (c *Config) HasSynced() bool { return c.pools.HasSynced() && c.l2.HasSynced() }
+
+// AddEventHandler calls h on every change of either kind.
+func (c *Config) AddEventHandler(h cache.ResourceEventHandler) error {
+	for _, inf := range []cache.SharedIndexInformer{c.pools, c.l2} {
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return fmt.Errorf("MetalLB configuration handler: %w", err)
+		}
+	}
+	return nil
+}
+
+// Pools are the IPAddressPools, by name.
+func (c *Config) Pools() []*v1beta1.IPAddressPool {
+	return list[v1beta1.IPAddressPool](c.pools, func(p *v1beta1.IPAddressPool) string { return p.Name })
+}
+
+// L2Advertisements are the L2Advertisements, by name.
+func (c *Config) L2Advertisements() []*v1beta1.L2Advertisement {
+	return list[v1beta1.L2Advertisement](c.l2, func(a *v1beta1.L2Advertisement) string { return a.Name })
+}
+
+func list[T any](inf cache.SharedIndexInformer, name func(*T) string) []*T {
+	var out []*T
+	for _, obj := range inf.GetStore().List() {
+		if t, ok := obj.(*T); ok {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *T) int { return cmp.Compare(name(a), name(b)) })
+	return out
+}
