@@ -208,7 +208,7 @@ type Backend struct {
 	// Invalid answers 500: the reference did not resolve (Gateway API:
 	// the requests an invalid backendRef's weight would get fail so).
 	Invalid bool
-	next      atomic.Uint32
+	next    atomic.Uint32
 }
 
 // Host returns the virtual host that serves host (a request's Host
