@@ -28,7 +28,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(upCommand(), apiserverCommand(), controllerManagerCommand(), nodeCommand(), dnsCommand(), tokenCommand())
+	root.AddCommand(upCommand(), apiserverCommand(), controllerManagerCommand(), nodeCommand(), dnsCommand(), ingressCommand(), tokenCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "svcnet:", err)
 		os.Exit(1)
@@ -98,7 +98,7 @@ func upCommand() *cobra.Command {
 	f.StringVar(&o.NodeNetwork, "node-network", nodenet.DefaultCIDR, "with --nodes N: the nodes' network; up holds its first address, node i the i+1-th")
 	f.StringVar(&o.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "range node IPAM hands pod CIDRs (/24s) out of")
 	f.StringSliceVar(&o.DNSUpstreams, "dns-upstream", nil, "resolvers (host or host:port, comma-separated) the cluster DNS forwards names outside the cluster to (default: the nodes' /etc/resolv.conf)")
-	f.StringSliceVar(&o.Disable, "disable", nil, "packaged components not to install: coredns (cluster DNS)")
+	f.StringSliceVar(&o.Disable, "disable", nil, "packaged components not to install: coredns (cluster DNS), ingress (the Ingress controller)")
 	f.Lookup("cluster-dns").Usage = "the cluster DNS address, the kube-dns Service's cluster IP (default: the tenth address of the Service range)"
 	f.Lookup("cluster-dns").DefValue = ""
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

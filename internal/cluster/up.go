@@ -50,7 +50,7 @@ type UpOptions struct {
 	// empty means the nodes' resolv.conf.
 	DNSUpstreams []string
 	// Disable names packaged components not to install (k3s's --disable):
-	// "coredns".
+	// "coredns", "ingress".
 	Disable []string
 	// Ready is called once the cluster is up, with the admin kubeconfig's
 	// path and the API server's URL.
@@ -71,8 +71,8 @@ func Up(ctx context.Context, o UpOptions) error {
 		return err
 	}
 	for _, d := range o.Disable {
-		if d != addonCoreDNS {
-			return fmt.Errorf("--disable %q: svcnet up packages %q only", d, addonCoreDNS)
+		if d != addonCoreDNS && d != addonIngress {
+			return fmt.Errorf("--disable %q: svcnet up packages %q and %q only", d, addonCoreDNS, addonIngress)
 		}
 	}
 	if o.Node.ClusterDNS == "" {
@@ -220,9 +220,8 @@ func Up(ctx context.Context, o UpOptions) error {
 	}
 	if slices.Contains(o.Disable, addonCoreDNS) {
 		ready.dns = "" // nothing to wait for
-	} else {
-		err = applyAddons(ctx, admin, o)
 	}
+	err = applyAddons(ctx, admin, o)
 	ready.client = admin
 	if err == nil {
 		select {
@@ -281,11 +280,23 @@ func installCRDs(ctx context.Context, kubeconfig string) error {
 	return nil
 }
 
-// addonCoreDNS names the cluster DNS add-on for --disable.
-const addonCoreDNS = "coredns"
+// Names of the add-ons for --disable: cluster DNS, the Ingress controller.
+const (
+	addonCoreDNS = "coredns"
+	addonIngress = "ingress"
+)
 
-// applyAddons installs cluster DNS.
+// applyAddons installs cluster DNS and the Ingress controller, but those
+// disabled.
 func applyAddons(ctx context.Context, client kubernetes.Interface, o UpOptions) error {
+	if !slices.Contains(o.Disable, addonIngress) {
+		if err := addons.ApplyIngress(ctx, client); err != nil {
+			return fmt.Errorf("ingress add-on: %w", err)
+		}
+	}
+	if slices.Contains(o.Disable, addonCoreDNS) {
+		return nil
+	}
 	dnsIP, err := netip.ParseAddr(o.Node.ClusterDNS)
 	if err != nil {
 		return fmt.Errorf("--cluster-dns %q: %w", o.Node.ClusterDNS, err)

@@ -20,7 +20,7 @@ import (
 // default arguments.
 type Image struct {
 	// Builtin names a program built into svcnet (nginx, httpd, agnhost,
-	// http-echo, pause, coredns).
+	// http-echo, pause, coredns, ingress-controller).
 	Builtin string `json:"builtin,omitempty"`
 	// Host is a host executable that plays the image's binaries, as the
 	// host's busybox plays busybox's applets (chosen by argv[0]).
@@ -51,6 +51,7 @@ func DefaultImages() ImageTable {
 	pause := Image{Builtin: builtin.Pause, Binaries: []string{"/pause", "pause"}}
 	busybox := Image{Host: "busybox", Cmd: []string{"sh"}}
 	coredns := Image{Builtin: builtin.CoreDNS, Binaries: []string{"/coredns", "coredns"}}
+	ingress := Image{Builtin: builtin.IngressController, Binaries: []string{"/svcnet-ingress", "svcnet-ingress"}}
 	return ImageTable{
 		"nginx":                       {Builtin: builtin.Nginx, Binaries: []string{"nginx", "/usr/sbin/nginx", "/docker-entrypoint.sh"}},
 		"nginxinc/nginx-unprivileged": {Builtin: builtin.Nginx, Binaries: []string{"nginx", "/usr/sbin/nginx"}},
@@ -69,6 +70,7 @@ func DefaultImages() ImageTable {
 		"registry.k8s.io/serve_hostname":          {Builtin: builtin.Agnhost, Cmd: []string{"serve-hostname"}},
 		"registry.k8s.io/coredns/coredns":         coredns,
 		"coredns/coredns":                         coredns,
+		"svcnet.io/ingress-controller":            ingress,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	inFlight prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -27,9 +28,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time from a request's arrival until its response was sent, by Ingress and Service.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"namespace", "ingress", "service"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "svcnet", Subsystem: "ingress", Name: "requests_in_flight",
+			Help: "Requests being served (upgraded connections included until they close).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration)
+		reg.MustRegister(m.requests, m.duration, m.inFlight)
 	}
 	return m
 }

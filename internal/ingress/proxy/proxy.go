@@ -75,6 +75,8 @@ func (p *Proxy) Handler(name string, port int, https bool) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		p.metrics.inFlight.Inc()
+		defer p.metrics.inFlight.Dec()
 		sw := &statusWriter{ResponseWriter: w}
 		rt := p.serve(sw, r, name, port, proto)
 		p.metrics.observe(rt, sw.backend, sw.status(), time.Since(start))

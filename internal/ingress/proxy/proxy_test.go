@@ -301,6 +301,9 @@ func TestSwapKeepsDownloads(t *testing.T) {
 	if line, _ := br.ReadString('\n'); line != "old chunk 0\n" {
 		t.Fatalf("download started with %q", line)
 	}
+	if n := testutil.ToFloat64(p.metrics.inFlight); n != 1 {
+		t.Errorf("requests in flight during the download: %v, want 1", n)
+	}
 	p.Swap(table(&routes.Listener{Hosts: []*routes.VirtualHost{{Routes: []*routes.Route{route("w", routes.PathPrefix, "/", svc("new", next))}}}}))
 	if _, body, _ := get(t, http.DefaultClient, base+"/x", "web.test"); !strings.HasPrefix(body, "new /x") {
 		t.Errorf("after the swap: %q, want the new backend", body)

@@ -1,8 +1,8 @@
 // Package builtin is the programs that stand in for the demo images svcnet
 // does not pull: nginx and httpd (a web server answering like the image's
 // default page), agnhost's netexec, serve-hostname and pause as upstream's
-// e2e tests use them, hashicorp/http-echo, and coredns (svcnet's cluster
-// DNS, configured by a Corefile). Each runs as a container's
+// e2e tests use them, hashicorp/http-echo, coredns (svcnet's cluster
+// DNS, configured by a Corefile) and svcnet's ingress controller. Each runs as a container's
 // process (`svcnet node image NAME --ports=P,... -- ARGS`), so it sees the
 // pod's network, hostname and signals as the real image would.
 package builtin
@@ -30,6 +30,9 @@ const (
 	HTTPEcho = "http-echo"
 	Pause    = "pause"
 	CoreDNS  = "coredns"
+	// IngressController is svcnet's own Ingress controller, the program
+	// of `svcnet ingress`.
+	IngressController = "ingress-controller"
 )
 
 // PodHeader names the pod in every answer of the built-in web servers.
@@ -71,6 +74,10 @@ func Main(name string, ports []int, args []string) error {
 		// It says when it is ready through its probes, as CoreDNS does.
 		ready()
 		return coredns(ctx, args)
+	case IngressController:
+		// Ready by its /healthz probe once it serves.
+		ready()
+		return ingressController(ctx, args)
 	case Pause:
 		ready()
 		<-ctx.Done()
