@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -193,6 +194,11 @@ func Up(ctx context.Context, o UpOptions) error {
 		if err := installCRDs(ctx, a.Kubeconfig); err != nil {
 			return err
 		}
+		if !slices.Contains(o.Disable, addonIngress) {
+			if err := applyGatewayClass(ctx, a.Kubeconfig); err != nil {
+				return err
+			}
+		}
 		close(crdsInstalled)
 		return nil
 	})
@@ -276,6 +282,23 @@ func installCRDs(ctx context.Context, kubeconfig string) error {
 		if err := crds.Apply(ctx, client, s); err != nil {
 			return fmt.Errorf("%s definitions: %w", s, err)
 		}
+	}
+	return nil
+}
+
+// applyGatewayClass installs the Ingress add-on's GatewayClass, once
+// the Gateway API's definitions are.
+func applyGatewayClass(ctx context.Context, kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	if err := addons.ApplyGatewayClass(ctx, client); err != nil {
+		return fmt.Errorf("ingress add-on: %w", err)
 	}
 	return nil
 }
