@@ -24,7 +24,7 @@ func ApplyGatewayClass(ctx context.Context, client dynamic.Interface) error {
 		ObjectMeta: metav1.ObjectMeta{Name: GatewayClass, Labels: map[string]string{"app.kubernetes.io/name": "svcnet-ingress"}},
 		Spec: gatewayv1.GatewayClassSpec{
 			ControllerName: gateway.ControllerName,
-			Description:    ptr.To("svcnet's Ingress controller proxy (HTTP on port 80, HTTPS on 443)"),
+			Description:    ptr.To("svcnet's ingress proxy: HTTP on port 80, HTTPS on 443"),
 		},
 	})
 }
