@@ -171,6 +171,7 @@ func Run(ctx context.Context, o Options) error {
 			PodNamespace:       os.Getenv(podNamespaceEnv),
 			PodName:            os.Getenv(podNameEnv),
 			DefaultCertificate: def,
+			Metrics:            reg,
 			Ready: func() {
 				ready.Store(true)
 				slog.Info("ingress controller serving", "class", o.IngressClass, "http", o.HTTPPort, "https", o.HTTPSPort)

@@ -13,8 +13,8 @@
 // default (ingressclass.kubernetes.io/is-default-class: "true").
 //
 // Every change rebuilds the whole table from the informers' caches, one
-// build at a time through a workqueue that folds bursts of events into
-// one build; the proxy swaps tables atomically.
+// build at a time through a workqueue (internal/controller's) that folds
+// bursts of events into one build; the proxy swaps tables atomically.
 package controller
 
 import (
@@ -24,9 +24,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -36,14 +40,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
+	ctrl "github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/ingress/routes"
 )
 
@@ -81,11 +83,13 @@ type Config struct {
 	DefaultCertificate *tls.Certificate
 	// Ready is called once the first table is served.
 	Ready func()
+	// Metrics registers the controller's queue metrics (nil: none kept).
+	Metrics prometheus.Registerer
 }
 
 type controller struct {
 	Config
-	queue     workqueue.TypedRateLimitingInterface[string]
+	queue     *ctrl.Queue[string]
 	ingresses networkinglisters.IngressLister
 	classes   networkinglisters.IngressClassLister
 	services  corelisters.ServiceLister
@@ -96,15 +100,18 @@ type controller struct {
 	reported map[string]string
 }
 
+// syncKey is the queue's only key: every change rebuilds the whole table.
 const syncKey = "table"
 
 // Run serves Ingresses until ctx ends.
 func Run(ctx context.Context, c Config) error {
+	if c.Metrics == nil {
+		c.Metrics = prometheus.NewRegistry()
+	}
 	factory := informers.NewSharedInformerFactory(c.Client, 0)
 	nw, core, disc := factory.Networking().V1(), factory.Core().V1(), factory.Discovery().V1()
 	ctl := &controller{
 		Config:    c,
-		queue:     workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "ingress"}),
 		ingresses: nw.Ingresses().Lister(),
 		classes:   nw.IngressClasses().Lister(),
 		services:  core.Services().Lister(),
@@ -115,34 +122,43 @@ func Run(ctx context.Context, c Config) error {
 			certs:       &certCache{},
 			defaultCert: c.DefaultCertificate,
 		},
+		recorder: ctrl.NewRecorder(ctx, c.Client, "svcnet-ingress-controller"),
 		reported: map[string]string{},
 	}
-	defer ctl.queue.ShutDown()
+	var once sync.Once
+	ctl.queue = ctrl.NewQueue(ctrl.NewMetrics(c.Metrics), ctrl.QueueConfig[string]{
+		Name: "ingress",
+		// A failing status write must not keep the table from following
+		// changes: retries go on (the periodic resync) past the default
+		// bound.
+		MaxRetries: math.MaxInt32,
+		Sync: func(ctx context.Context, _ string) error {
+			err := ctl.sync(ctx)
+			if c.Ready != nil {
+				// Served even if a status write failed.
+				once.Do(c.Ready)
+			}
+			return err
+		},
+	})
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { ctl.queue.Add(syncKey) },
 		UpdateFunc: func(any, any) { ctl.queue.Add(syncKey) },
 		DeleteFunc: func(any) { ctl.queue.Add(syncKey) },
 	}
-	var synced []cache.InformerSynced
+	var hs []ctrl.Handler
 	for _, inf := range []cache.SharedIndexInformer{
 		nw.Ingresses().Informer(), nw.IngressClasses().Informer(), core.Services().Informer(),
 		disc.EndpointSlices().Informer(), core.Secrets().Informer(),
 	} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return fmt.Errorf("watch for the ingress controller: %w", err)
-		}
-		synced = append(synced, inf.HasSynced)
+		hs = append(hs, ctrl.Handler{Informer: inf, Handler: handler})
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Client.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	ctl.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "svcnet-ingress-controller"})
-
+	synced, err := ctrl.Register(hs...)
+	if err != nil {
+		return fmt.Errorf("watch for the ingress controller: %w", err)
+	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return ctx.Err()
-	}
 	go func() {
 		t := time.NewTicker(statusResync)
 		defer t.Stop()
@@ -155,33 +171,10 @@ func Run(ctx context.Context, c Config) error {
 			}
 		}
 	}()
-	go func() {
-		<-ctx.Done()
-		ctl.queue.ShutDown()
-	}()
 	ctl.queue.Add(syncKey)
-	first := true
-	for {
-		key, quit := ctl.queue.Get()
-		if quit {
-			return nil
-		}
-		err := ctl.sync(ctx)
-		if first {
-			// Served even if a status write failed.
-			first = false
-			if c.Ready != nil {
-				c.Ready()
-			}
-		}
-		if err != nil {
-			slog.Warn("ingress controller sync", "err", err)
-			ctl.queue.AddRateLimited(key)
-		} else {
-			ctl.queue.Forget(key)
-		}
-		ctl.queue.Done(key)
-	}
+	// One worker: builds are serial, each from the latest caches.
+	ctl.queue.Run(ctx, 1, synced...)
+	return nil
 }
 
 // sync rebuilds and swaps the table, then brings the served Ingresses'

@@ -223,3 +223,41 @@ func TestServes(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusAddresses(t *testing.T) {
+	lb := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalIPs: []string{"198.51.100.7"}},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "10.0.0.200"}, {Hostname: "lb.example.test"}}}}}
+	pending := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.20"}}
+	clusterIP := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.21"}}
+	for svc, want := range map[*corev1.Service]string{
+		lb:        "[{ lb.example.test []} {10.0.0.200  []} {198.51.100.7  []}]",
+		pending:   "[]",
+		clusterIP: "[{10.96.0.21  []}]",
+	} {
+		if got := fmt.Sprint(serviceAddresses(svc)); got != want {
+			t.Errorf("%s Service: %s, want %s", svc.Spec.Type, got, want)
+		}
+	}
+
+	pod := func(name, node string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "svcnet-ingress", Name: name,
+			Labels: map[string]string{"app": "ctl", "pod-template-hash": name}},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	node := func(name string, addrs ...corev1.NodeAddress) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Addresses: addrs}}
+	}
+	client := fake.NewClientset(
+		pod("a", "n1", corev1.PodRunning), pod("b", "n2", corev1.PodRunning), pod("c", "n3", corev1.PodPending),
+		node("n1", corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "172.31.0.1"}),
+		node("n2", corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "172.31.0.2"}, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "203.0.113.2"}),
+	)
+	c := &controller{Config: Config{Client: client, PodNamespace: "svcnet-ingress", PodName: "a"}}
+	got, err := c.addresses(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := fmt.Sprint(got); s != "[{172.31.0.1  []} {203.0.113.2  []}]" {
+		t.Errorf("addresses of the controller pods' nodes: %s", s)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,11 +49,17 @@ func New(reg prometheus.Registerer) *Proxy {
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 1024,
 		IdleConnTimeout:     60 * time.Second,
+		// Requests go as the client sent them: no Accept-Encoding of the
+		// proxy's own, no answers unzipped on the way.
+		DisableCompression: true,
 	}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:        rewrite,
-		Transport:      transport,
-		FlushInterval:  100 * time.Millisecond,
+		Rewrite:   rewrite,
+		Transport: transport,
+		// No FlushInterval: answers of a known length go out as the
+		// server's buffer fills (and whole at the end), streamed ones
+		// (chunked, event streams) are flushed at every write.
+		BufferPool:     bufferPool{},
 		ModifyResponse: modifyResponse,
 		ErrorHandler:   errorHandler,
 	}
@@ -215,6 +222,15 @@ func (w *statusWriter) status() int {
 	}
 	return w.code
 }
+
+// bufferPool lends the reverse proxy its copy buffers, which it would
+// otherwise allocate (32 KiB) per request.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }
 
 // TLSConfig picks the certificate of listener name of the current table
 // by SNI, and offers HTTP/2 and HTTP/1.1.
