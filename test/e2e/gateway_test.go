@@ -29,11 +29,34 @@ spec:
   listeners: [{name: alt, protocol: HTTP, port: 8080}]
 `
 
+// gatewaySecure is an HTTPS listener with the certificate of the Secret
+// secure-tls and a route to v2 on it alone.
+const gatewaySecure = `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: secure}
+spec:
+  gatewayClassName: svcnet
+  listeners:
+  - name: https
+    protocol: HTTPS
+    port: 443
+    hostname: secure.example.test
+    tls: {certificateRefs: [{name: secure-tls}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: secure}
+spec:
+  parentRefs: [{name: secure}]
+  rules: [{backendRefs: [{name: v2, port: 80}]}]
+`
+
 // TestGateway is issue 17's Gateway API acceptance: a Gateway of class
 // svcnet with an HTTP listener and an HTTPRoute with a 90/10 split, a
 // header match and a redirect, served by the Ingress controller's proxy
 // to a client outside the cluster, with the status the Gateway API
-// specifies on the GatewayClass, the Gateways and the HTTPRoutes.
+// specifies on the GatewayClass, the Gateways and the HTTPRoutes; an
+// HTTPS listener serves its Secret's certificate.
 func TestGateway(t *testing.T) {
 	c := startNodeCluster(t)
 	client := outsideClient(t, c.netns, 0)
@@ -106,6 +129,16 @@ func TestGateway(t *testing.T) {
 	} else {
 		t.Logf("v1 %d, v2 %d of %d requests", count["v1"], count["v2"], n)
 	}
+
+	// HTTPS with the listener's certificate; the route is not on port 80.
+	certFile, keyFile := writeServerCert(t, t.TempDir(), "secure.example.test")
+	c.must("create", "secret", "tls", "secure-tls", "--cert="+certFile, "--key="+keyFile)
+	c.withStdin(gatewaySecure, "apply", "-f", "-")
+	answers("https://secure.example.test/", "v2\n", "--cacert", certFile)
+	if out, _ := curl(t, client, ip, "https://secure.example.test/", "--cacert", certFile, "-v", "-o", "/dev/null"); !strings.Contains(out, "subject: CN=secure.example.test") {
+		t.Errorf("certificate for secure.example.test:\n%s", out)
+	}
+	answers("http://secure.example.test/", "404", "-o", "/dev/null", "-w", "%{http_code}")
 
 	// What does not resolve: a missing backend answers 500 and says so
 	// in the route's status; a listener on a port the proxy does not

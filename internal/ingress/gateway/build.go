@@ -85,14 +85,13 @@ func (w *world) build() *built {
 			}
 		}
 	}
-	listeners := map[string][]*listener{} // by Gateway namespace/name
+	served := map[string]*gatewayv1.Gateway{} // by namespace/name
 	for _, gw := range w.gateways {
 		if !ours[string(gw.Spec.GatewayClassName)] {
 			continue
 		}
-		ls := w.listeners(gw)
-		listeners[gw.Namespace+"/"+gw.Name] = ls
-		b.gateways[gw] = &gatewayStatus{listeners: ls}
+		served[gw.Namespace+"/"+gw.Name] = gw
+		b.gateways[gw] = &gatewayStatus{listeners: w.listeners(gw)}
 	}
 
 	// hosts[proxy listener][hostname] are the entries of each virtual host.
@@ -108,11 +107,11 @@ func (w *world) build() *built {
 			if ref.Namespace != nil {
 				ns = string(*ref.Namespace)
 			}
-			ls, ok := listeners[ns+"/"+string(ref.Name)]
+			gw, ok := served[ns+"/"+string(ref.Name)]
 			if !ok {
 				continue // not a Gateway of svcnet's classes
 			}
-			a := w.attach(rt, ref, ls[0].gw, ls)
+			a := w.attach(rt, ref, gw, b.gateways[gw].listeners)
 			on = append(on, a.on...)
 			parents = append(parents, routeParent{ref: ref, conditions: []metav1.Condition{a.accepted}})
 		}
