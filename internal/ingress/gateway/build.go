@@ -59,11 +59,12 @@ type routeParent struct {
 	conditions []metav1.Condition
 }
 
-// entry is one route match in a virtual host, with what orders it.
+// entry is one route match in a virtual host and the HTTPRoute it is
+// of. A host's entries are in the order ties keep: routes by age and
+// name, then their rules and matches in order.
 type entry struct {
-	route     *routes.Route
-	rt        *gatewayv1.HTTPRoute
-	rule, seq int
+	route *routes.Route
+	rt    *gatewayv1.HTTPRoute
 }
 
 // build translates the Gateways of svcnet's classes and the HTTPRoutes
@@ -228,7 +229,7 @@ func (w *world) rules(rt *gatewayv1.HTTPRoute) (es []entry, resolved metav1.Cond
 			var m routes.Match
 			if m, err = match(matches[j]); err == nil {
 				r := &routes.Route{Source: src, Matches: []routes.Match{m}, Filters: fs, Backends: backends}
-				ruleEntries = append(ruleEntries, entry{route: r, rt: rt, rule: i, seq: j})
+				ruleEntries = append(ruleEntries, entry{route: r, rt: rt})
 			}
 		}
 		if err != nil {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -493,5 +494,33 @@ func TestIntersect(t *testing.T) {
 		if got := intersect(c.listener, c.route); !slices.Equal(got, c.want) {
 			t.Errorf("intersect(%q, %v) = %q, want %q", c.listener, c.route, got, c.want)
 		}
+	}
+}
+
+func TestFilters(t *testing.T) {
+	hdr := &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "X-Set", Value: "1"}}, Add: []gatewayv1.HTTPHeader{{Name: "X-Add", Value: "2"}}, Remove: []string{"X-Gone"}}
+	got, err := filters([]gatewayv1.HTTPRouteFilter{
+		{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: hdr},
+		{Type: gatewayv1.HTTPRouteFilterResponseHeaderModifier, ResponseHeaderModifier: hdr},
+		{Type: gatewayv1.HTTPRouteFilterURLRewrite, URLRewrite: &gatewayv1.HTTPURLRewriteFilter{Hostname: ptr.To(gatewayv1.PreciseHostname("backend.test")),
+			Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: ptr.To("/v2")}}},
+		{Type: gatewayv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Scheme: ptr.To("https"), Port: ptr.To(gatewayv1.PortNumber(8443))}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &routes.HeaderModifier{Set: []routes.Header{{Name: "X-Set", Value: "1"}}, Add: []routes.Header{{Name: "X-Add", Value: "2"}}, Remove: []string{"X-Gone"}}
+	if len(got) != 4 || !reflect.DeepEqual(got[0].RequestHeaders, want) || !reflect.DeepEqual(got[1].ResponseHeaders, want) {
+		t.Fatalf("header filters %+v", got)
+	}
+	if rw := got[2].Rewrite; rw == nil || rw.Hostname != "backend.test" || rw.Path == nil || rw.Path.FullPath || rw.Path.ReplacePrefixMatch != "/v2" {
+		t.Errorf("rewrite %+v", got[2].Rewrite)
+	}
+	r := httptest.NewRequest("GET", "http://web.example.test/a?b=c", nil)
+	if rd := got[3].Redirect; rd == nil || rd.Location(r, &routes.Match{}, 80, false) != "https://web.example.test:8443/a?b=c" || rd.Status() != 302 {
+		t.Errorf("redirect %+v", got[3].Redirect)
+	}
+	if _, err := filters([]gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterCORS}}); err == nil {
+		t.Error("CORS filter accepted")
 	}
 }
