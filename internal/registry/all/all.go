@@ -31,7 +31,8 @@ type Deps struct {
 	// Authenticator answers TokenReviews.
 	Authenticator authn.TokenAuthenticator
 	// Client is the API server's own loopback client, through which
-	// pods/eviction reads budgets and deletes pods.
+	// pods/eviction reads budgets and deletes pods, and new Ingresses find
+	// the default IngressClass.
 	Client kubernetes.Interface
 	// Metrics, when set, is served as metrics.k8s.io.
 	Metrics metrics.Source
@@ -47,7 +48,7 @@ func evictions(d Deps) *pod.Evictions {
 
 // Resources returns fresh descriptors of every served resource.
 func Resources(d Deps) []*registry.Resource {
-	out := append(core(d), groups()...)
+	out := append(core(d), groups(d)...)
 	out = append(out, batch()...)
 	out = append(out, certificates(d)...)
 	out = append(out, apiextensions()...)

@@ -7,7 +7,7 @@ import (
 )
 
 func TestGroupsRegister(t *testing.T) {
-	set, err := registry.NewSet(groups()...)
+	set, err := registry.NewSet(groups(Deps{})...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package ingress is the networking.k8s.io/v1 Ingress strategy: upstream's
 // validation of rules, paths, backends and TLS (with its ratcheting for
-// objects stored before a rule tightened), and the CLASS/HOSTS/ADDRESS/PORTS
-// columns.
+// objects stored before a rule tightened), its DefaultIngressClass
+// admission, and the CLASS/HOSTS/ADDRESS/PORTS columns.
 package ingress
 
 import (
@@ -35,8 +35,9 @@ var (
 	invalidPathSuffixes  = []string{"/..", "/."}
 )
 
-// Resource describes ingresses.
-func Resource() *registry.Resource {
+// Resource describes ingresses; classes, when set, gives new Ingresses
+// without a class the default IngressClass (Admit).
+func Resource(classes Classes) *registry.Resource {
 	ing := func(o runtime.Object) *networkingv1.Ingress { return o.(*networkingv1.Ingress) }
 	return &registry.Resource{
 		Kind:       networkingv1.SchemeGroupVersion.WithKind("Ingress"),
@@ -46,7 +47,7 @@ func Resource() *registry.Resource {
 		Namespaced: true,
 		Status:     true,
 		Generation: true,
-		Strategy:   strategy{},
+		Strategy:   strategy{classes: classes},
 		Columns: []registry.Column{
 			registry.NameColumn(),
 			{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Class", Type: "string",
@@ -117,7 +118,10 @@ func formatAddress(lb networkingv1.IngressLoadBalancerStatus) string {
 	return strings.Join(list, ",")
 }
 
-type strategy struct{ registry.Base }
+type strategy struct {
+	registry.Base
+	classes Classes
+}
 
 // options are upstream's IngressValidationOptions: leniency for stored
 // objects that predate a tightened rule.

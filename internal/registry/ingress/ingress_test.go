@@ -145,13 +145,13 @@ func TestColumns(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			registrytest.ExpectRow(t, Resource().Columns, &tt.in, []string{"Name", "Class", "Hosts", "Address", "Ports", "Age"}, tt.cells)
+			registrytest.ExpectRow(t, Resource(nil).Columns, &tt.in, []string{"Name", "Class", "Hosts", "Address", "Ports", "Age"}, tt.cells)
 		})
 	}
 }
 
 func TestResource(t *testing.T) {
-	r := Resource()
+	r := Resource(nil)
 	if r.Resource != "ingresses" || !reflect.DeepEqual(r.ShortNames, []string{"ing"}) || !r.Status || !r.Generation ||
 		len(r.Categories) != 0 || r.Kind.String() != "networking.k8s.io/v1, Kind=Ingress" {
 		t.Errorf("unexpected discovery data: %+v", r)
