@@ -244,7 +244,8 @@ func (w *world) rules(rt *gatewayv1.HTTPRoute) (es []entry, resolved metav1.Cond
 }
 
 // match translates one HTTPRouteMatch. Regular expressions (RE2) must
-// match the whole path or value.
+// match the whole path or value; of several matches of one header (any
+// case) or query parameter name, the first counts.
 func match(m gatewayv1.HTTPRouteMatch) (routes.Match, error) {
 	var out routes.Match
 	out.Path = routes.PathMatch{Type: routes.PathPrefix, Value: "/"}
@@ -265,7 +266,10 @@ func match(m gatewayv1.HTTPRouteMatch) (routes.Match, error) {
 			}
 		}
 	}
-	for _, h := range m.Headers {
+	for i, h := range m.Headers {
+		if slices.ContainsFunc(m.Headers[:i], func(o gatewayv1.HTTPHeaderMatch) bool { return strings.EqualFold(string(o.Name), string(h.Name)) }) {
+			continue // the API: only the first match of a header name counts
+		}
 		v := routes.ValueMatch{Type: routes.MatchExact, Name: string(h.Name), Value: h.Value}
 		if h.Type != nil && *h.Type == gatewayv1.HeaderMatchRegularExpression {
 			re, err := fullMatch(h.Value)
@@ -276,7 +280,10 @@ func match(m gatewayv1.HTTPRouteMatch) (routes.Match, error) {
 		}
 		out.Headers = append(out.Headers, v)
 	}
-	for _, q := range m.QueryParams {
+	for i, q := range m.QueryParams {
+		if slices.ContainsFunc(m.QueryParams[:i], func(o gatewayv1.HTTPQueryParamMatch) bool { return o.Name == q.Name }) {
+			continue // as for headers: the first match of a name counts
+		}
 		v := routes.ValueMatch{Type: routes.MatchExact, Name: string(q.Name), Value: q.Value}
 		if q.Type != nil && *q.Type == gatewayv1.QueryParamMatchRegularExpression {
 			re, err := fullMatch(q.Value)

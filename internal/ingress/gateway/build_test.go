@@ -520,6 +520,13 @@ func TestFilters(t *testing.T) {
 	if rd := got[3].Redirect; rd == nil || rd.Location(r, &routes.Match{}, 80, false) != "https://web.example.test:8443/a?b=c" || rd.Status() != 302 {
 		t.Errorf("redirect %+v", got[3].Redirect)
 	}
+	m, err := match(gatewayv1.HTTPRouteMatch{
+		Headers:     []gatewayv1.HTTPHeaderMatch{{Name: "X-A", Value: "1"}, {Name: "x-a", Value: "2"}, {Name: "X-B", Value: "3"}},
+		QueryParams: []gatewayv1.HTTPQueryParamMatch{{Name: "q", Value: "1"}, {Name: "q", Value: "2"}, {Name: "Q", Value: "3"}},
+	})
+	if err != nil || len(m.Headers) != 2 || m.Headers[0].Value != "1" || len(m.QueryParams) != 2 || m.QueryParams[1].Value != "3" {
+		t.Errorf("repeated names: %+v %v", m, err)
+	}
 	if _, err := filters([]gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterCORS}}); err == nil {
 		t.Error("CORS filter accepted")
 	}
