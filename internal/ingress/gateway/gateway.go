@@ -30,10 +30,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -85,8 +89,12 @@ type gwController struct {
 
 const syncKey = "table"
 
-// Run serves Gateways until ctx ends.
+// Run serves Gateways until ctx ends, once the API serves the Gateway
+// API's kinds (their definitions may come after the controller starts).
 func Run(ctx context.Context, c Config) error {
+	if waitForDefinitions(ctx, c.Client.Discovery()) != nil {
+		return nil // ctx ended
+	}
 	factory := informers.NewSharedInformerFactory(c.Client, 0)
 	core, disc := factory.Core().V1(), factory.Discovery().V1()
 	dyn := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, 0)
@@ -156,6 +164,24 @@ func Run(ctx context.Context, c Config) error {
 		}
 		ctl.queue.Done(key)
 	}
+}
+
+// waitForDefinitions returns once both versions the controller reads are
+// served, or with ctx's error when it ends first.
+func waitForDefinitions(ctx context.Context, d discovery.DiscoveryInterface) error {
+	logged := false
+	return wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(context.Context) (bool, error) {
+		for _, gv := range []schema.GroupVersion{gatewayv1.SchemeGroupVersion, gatewayv1beta1.SchemeGroupVersion} {
+			if _, err := d.ServerResourcesForGroupVersion(gv.String()); err != nil {
+				if !logged {
+					logged = true
+					slog.Info("gateway controller waits for the Gateway API's definitions", "groupVersion", gv, "err", err)
+				}
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // typed turns the informers' unstructured objects into the Gateway API's
