@@ -43,8 +43,9 @@ type Proxy struct {
 func New(reg prometheus.Registerer) *Proxy {
 	p := &Proxy{metrics: newMetrics(reg)}
 	p.table.Store(&routes.Table{})
+	// No Proxy func: endpoints are dialled straight, whatever
+	// HTTP_PROXY says.
 	transport := &http.Transport{
-		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 1024,
@@ -68,9 +69,6 @@ func New(reg prometheus.Registerer) *Proxy {
 
 // Swap makes t the table that new requests are routed by.
 func (p *Proxy) Swap(t *routes.Table) { p.table.Store(t) }
-
-// Table is the table new requests are routed by.
-func (p *Proxy) Table() *routes.Table { return p.table.Load() }
 
 // Handler serves the listener named name of the current table; port is
 // the port clients reach it on (for redirects), https whether it is
