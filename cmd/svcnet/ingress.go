@@ -12,7 +12,7 @@ func ingressCommand() *cobra.Command {
 	var o ingress.Options
 	cmd := &cobra.Command{
 		Use:   "ingress",
-		Short: "Run the Ingress controller: L7 HTTP(S) routing for the Ingresses of the svcnet IngressClass",
+		Short: "Run the Ingress controller: L7 HTTP(S) routing for the Ingresses of the svcnet IngressClass and the Gateways of svcnet.io/gateway-controller GatewayClasses",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return ingress.Run(cmd.Context(), o)

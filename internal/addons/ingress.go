@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/svcnet/svcnet/internal/ingress/controller"
 )
@@ -97,6 +98,11 @@ func ingressClusterRole(labels map[string]string) *rbacv1.ClusterRole {
 			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses", "ingressclasses"}, Verbs: read},
 			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingresses/status"}, Verbs: []string{"update"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+			// The Gateway API (package ingress/gateway): its kinds, their
+			// status, and the namespaces allowedRoutes selectors match.
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: read},
+			{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"}, Verbs: read},
+			{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{"gatewayclasses/status", "gateways/status", "httproutes/status"}, Verbs: []string{"update"}},
 		},
 	}
 }

@@ -209,7 +209,7 @@ func Up(ctx context.Context, o UpOptions) error {
 		if err := installCRDs(ctx, a.Kubeconfig); err != nil {
 			return err
 		}
-		if err := applyLoadBalancer(ctx, a.Kubeconfig, admin, loadBalancerAddon(&o, plan)); err != nil {
+		if err := applyCustomAddons(ctx, a.Kubeconfig, admin, loadBalancerAddon(&o, plan), !slices.Contains(o.Disable, addonIngress)); err != nil {
 			return err
 		}
 		close(crdsInstalled)
@@ -313,9 +313,10 @@ func loadBalancerAddon(o *UpOptions, plan *nodePlan) addons.LoadBalancer {
 	return addons.LoadBalancer{Addresses: []string{pool}, OnlyIfNone: true}
 }
 
-// applyLoadBalancer makes MetalLB's namespace and up's pool, once the
-// definitions are served.
-func applyLoadBalancer(ctx context.Context, kubeconfig string, admin kubernetes.Interface, lb addons.LoadBalancer) error {
+// applyCustomAddons, once the definitions are served, makes MetalLB's
+// namespace and up's pool, and the Ingress add-on's GatewayClass unless
+// that add-on is disabled.
+func applyCustomAddons(ctx context.Context, kubeconfig string, admin kubernetes.Interface, lb addons.LoadBalancer, gatewayClass bool) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
@@ -326,6 +327,12 @@ func applyLoadBalancer(ctx context.Context, kubeconfig string, admin kubernetes.
 	}
 	if err := addons.ApplyLoadBalancer(ctx, admin, dyn, lb); err != nil {
 		return fmt.Errorf("load balancer add-on: %w", err)
+	}
+	if !gatewayClass {
+		return nil
+	}
+	if err := addons.ApplyGatewayClass(ctx, dyn); err != nil {
+		return fmt.Errorf("ingress add-on: %w", err)
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 // Package ingress runs svcnet's Ingress controller: the controller
 // (package controller) that turns the Ingresses of its class into a
-// routing table, the L7 proxy (package proxy) that serves the table on
-// the HTTP and HTTPS ports, and a metrics and health endpoint. It is what
+// routing table, the Gateway API controller (package gateway) that does
+// the same for the Gateways of its GatewayClasses and their HTTPRoutes,
+// the L7 proxy (package proxy) that serves both tables merged on the
+// HTTP and HTTPS ports, and a metrics and health endpoint. It is what
 // `svcnet ingress` runs and what the svcnet.io/ingress-controller image
 // of the svcnet-ingress add-on plays in its pod.
 package ingress
@@ -22,12 +24,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/ingress/controller"
+	"github.com/svcnet/svcnet/internal/ingress/gateway"
 	"github.com/svcnet/svcnet/internal/ingress/proxy"
+	"github.com/svcnet/svcnet/internal/ingress/routes"
 )
 
 // Options configure the controller, as its flags.
@@ -131,13 +136,36 @@ func Run(ctx context.Context, o Options) error {
 		defer metrics.Close()
 	}
 
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		closeAll()
+		return fmt.Errorf("API client: %w", err)
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The proxy serves the Ingresses' table (source 0) merged with the
+	// Gateway API's (source 1), each controller swapping in its own.
+	sources := routes.NewSources(2, p.Swap)
+	gwDone := make(chan error, 1)
+	go func() {
+		gwDone <- gateway.Run(ctx, gateway.Config{
+			Client:  client,
+			Dynamic: dyn,
+			Swap:    sources.Swap(1),
+			Ports: []gateway.Port{
+				{Port: int32(o.HTTPPort), Listener: controller.HTTP},
+				{Port: int32(o.HTTPSPort), TLS: true, Listener: controller.HTTPS},
+			},
+			PublishService: o.PublishService,
+		})
+		cancel()
+	}()
 	ctlDone := make(chan error, 1)
 	go func() {
 		ctlDone <- controller.Run(ctx, controller.Config{
 			Client:             client,
-			Swap:               p.Swap,
+			Swap:               sources.Swap(0),
 			IngressClass:       o.IngressClass,
 			PublishService:     o.PublishService,
 			PodNamespace:       os.Getenv(podNamespaceEnv),
@@ -153,7 +181,7 @@ func Run(ctx context.Context, o Options) error {
 	}()
 	err = p.Serve(ctx, o.ShutdownGrace, listeners...)
 	cancel()
-	return errors.Join(err, <-ctlDone)
+	return errors.Join(err, <-ctlDone, <-gwDone)
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

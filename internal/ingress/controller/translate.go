@@ -5,14 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 
@@ -149,40 +146,7 @@ func (w *world) backend(ns string, b *networkingv1.IngressBackend) (*routes.Back
 		}
 		return be, fmt.Errorf("service %s/%s has no TCP port %s", ns, svc.Name, port)
 	}
-	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: svc.Name})
-	slcs, _ := w.slices.EndpointSlices(ns).List(sel)
-	seen := map[netip.AddrPort]bool{}
-	for _, s := range slcs {
-		if s.AddressType == discoveryv1.AddressTypeFQDN {
-			continue
-		}
-		var port int32
-		for _, p := range s.Ports {
-			if ptrOr(p.Name, "") == sp.Name && ptrOr(p.Protocol, corev1.ProtocolTCP) == corev1.ProtocolTCP && p.Port != nil {
-				port = *p.Port
-			}
-		}
-		if port == 0 {
-			continue
-		}
-		for _, ep := range s.Endpoints {
-			if !ptrOr(ep.Conditions.Ready, true) {
-				continue
-			}
-			for _, a := range ep.Addresses {
-				ip, err := netip.ParseAddr(a)
-				if err != nil {
-					continue
-				}
-				ap := netip.AddrPortFrom(ip, uint16(port))
-				if !seen[ap] {
-					seen[ap] = true
-					be.Endpoints = append(be.Endpoints, ap)
-				}
-			}
-		}
-	}
-	slices.SortFunc(be.Endpoints, netip.AddrPort.Compare)
+	be.Endpoints = ReadyEndpoints(w.slices, svc, sp)
 	return be, nil
 }
 

@@ -130,7 +130,7 @@ func (p *Proxy) serve(w *statusWriter, r *http.Request, name string, port int, p
 		}
 	}
 	b := rt.Pick()
-	if b == nil {
+	if b == nil || b.Invalid {
 		http.Error(w, "no backend", http.StatusInternalServerError)
 		return rt
 	}

@@ -76,6 +76,10 @@ type VirtualHost struct {
 	Hostname string
 	// Routes in precedence order: the first that matches serves.
 	Routes []*Route
+	// SuffixWildcard makes this host's wildcard a suffix match whatever
+	// the listener's SuffixWildcards (Gateway API hosts merged into a
+	// listener of Ingress hosts).
+	SuffixWildcard bool
 }
 
 // Route is one rule: it serves a request that any of its Matches matches
@@ -201,7 +205,10 @@ type Backend struct {
 	Weight             int32
 	// Endpoints are the ready addresses; empty answers 503.
 	Endpoints []netip.AddrPort
-	next      atomic.Uint32
+	// Invalid answers 500: the reference did not resolve (Gateway API:
+	// the requests an invalid backendRef's weight would get fail so).
+	Invalid bool
+	next    atomic.Uint32
 }
 
 // Host returns the virtual host that serves host (a request's Host
@@ -211,7 +218,7 @@ func (l *Listener) Host(host string) *VirtualHost {
 	var best *VirtualHost
 	bestRank := -1
 	for _, vh := range l.Hosts {
-		r := hostRank(vh.Hostname, host, l.SuffixWildcards)
+		r := hostRank(vh.Hostname, host, l.SuffixWildcards || vh.SuffixWildcard)
 		if r > bestRank {
 			best, bestRank = vh, r
 		}
