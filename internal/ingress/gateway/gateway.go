@@ -33,8 +33,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
@@ -48,6 +46,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
+	"github.com/svcnet/svcnet/internal/informer"
 	"github.com/svcnet/svcnet/internal/ingress/controller"
 	"github.com/svcnet/svcnet/internal/ingress/routes"
 )
@@ -117,8 +116,8 @@ func Run(ctx context.Context, c Config) error {
 	}
 	defer ctl.queue.ShutDown()
 	for inf, transform := range map[cache.SharedIndexInformer]cache.TransformFunc{
-		ctl.classes: typed[gatewayv1.GatewayClass], ctl.gateways: typed[gatewayv1.Gateway],
-		ctl.routes: typed[gatewayv1.HTTPRoute], ctl.grants: typed[gatewayv1beta1.ReferenceGrant],
+		ctl.classes: informer.Typed[gatewayv1.GatewayClass], ctl.gateways: informer.Typed[gatewayv1.Gateway],
+		ctl.routes: informer.Typed[gatewayv1.HTTPRoute], ctl.grants: informer.Typed[gatewayv1beta1.ReferenceGrant],
 	} {
 		if err := inf.SetTransform(transform); err != nil {
 			return fmt.Errorf("gateway API informer: %w", err)
@@ -184,39 +183,14 @@ func waitForDefinitions(ctx context.Context, d discovery.DiscoveryInterface) err
 	})
 }
 
-// typed turns the informers' unstructured objects into the Gateway API's
-// types; an object that does not convert (the API server validated it
-// against the same schema) is kept as it came, and list skips it.
-func typed[T any](obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil // a tombstone, or already typed
-	}
-	out := new(T)
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
-		return obj, nil //nolint:nilerr // kept as it came; list skips it
-	}
-	return out, nil
-}
-
-func list[T any](inf cache.SharedIndexInformer) []*T {
-	var out []*T
-	for _, obj := range inf.GetStore().List() {
-		if t, ok := obj.(*T); ok {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 // sync rebuilds and swaps the table, then writes the status that
 // differs.
 func (c *gwController) sync(ctx context.Context) error {
 	w := c.world
-	w.classes = list[gatewayv1.GatewayClass](c.classes)
-	w.gateways = list[gatewayv1.Gateway](c.gateways)
-	w.routes = list[gatewayv1.HTTPRoute](c.routes)
-	w.grants = list[gatewayv1beta1.ReferenceGrant](c.grants)
+	w.classes = informer.List[gatewayv1.GatewayClass](c.classes.GetStore())
+	w.gateways = informer.List[gatewayv1.Gateway](c.gateways.GetStore())
+	w.routes = informer.List[gatewayv1.HTTPRoute](c.routes.GetStore())
+	w.grants = informer.List[gatewayv1beta1.ReferenceGrant](c.grants.GetStore())
 	w.addresses = c.addresses()
 	b := w.build()
 	c.Swap(b.table)

@@ -12,11 +12,11 @@ import (
 	"slices"
 
 	"go.universe.tf/metallb/api/v1beta1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet/svcnet/internal/informer"
 )
 
 // Namespace is where MetalLB's configuration lives.
@@ -42,29 +42,13 @@ type Config struct {
 func New(client dynamic.Interface) (*Config, error) {
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, Namespace, nil)
 	c := &Config{factory: f, pools: f.ForResource(IPAddressPools).Informer(), l2: f.ForResource(L2Advertisements).Informer()}
-	if err := c.pools.SetTransform(typed[v1beta1.IPAddressPool]); err != nil {
+	if err := c.pools.SetTransform(informer.Typed[v1beta1.IPAddressPool]); err != nil {
 		return nil, fmt.Errorf("IPAddressPool informer: %w", err)
 	}
-	if err := c.l2.SetTransform(typed[v1beta1.L2Advertisement]); err != nil {
+	if err := c.l2.SetTransform(informer.Typed[v1beta1.L2Advertisement]); err != nil {
 		return nil, fmt.Errorf("L2Advertisement informer: %w", err)
 	}
 	return c, nil
-}
-
-// typed turns the informers' unstructured objects into MetalLB's types as
-// they are stored; an object that does not convert (the API server
-// validated it against the same schema) is stored as it came, and the
-// accessors skip it.
-func typed[T any](obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil // a tombstone, or already typed
-	}
-	out := new(T)
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
-		return obj, nil //nolint:nilerr // kept as it came; the accessors skip it
-	}
-	return out, nil
 }
 
 // Start runs the informers until stop closes, Shutdown waits for them.
@@ -97,12 +81,7 @@ func (c *Config) L2Advertisements() []*v1beta1.L2Advertisement {
 }
 
 func list[T any](inf cache.SharedIndexInformer, name func(*T) string) []*T {
-	var out []*T
-	for _, obj := range inf.GetStore().List() {
-		if t, ok := obj.(*T); ok {
-			out = append(out, t)
-		}
-	}
+	out := informer.List[T](inf.GetStore())
 	slices.SortFunc(out, func(a, b *T) int { return cmp.Compare(name(a), name(b)) })
 	return out
 }
