@@ -129,7 +129,7 @@ func startCluster(t *testing.T, extraArgs ...string) *cluster {
 	// The controller manager's metrics get a free port too.
 	c.extraArgs = []string{"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", freePort(t))}
 	if !slices.Contains(extraArgs, "--nodes") {
-		c.extraArgs = append(c.extraArgs, "--nodes", "0", "--disable", "coredns")
+		c.extraArgs = append(c.extraArgs, "--nodes", "0", "--disable", "coredns,ingress")
 	}
 	c.extraArgs = append(c.extraArgs, extraArgs...)
 	c.start()

@@ -89,7 +89,7 @@ func TestDocsExamples(t *testing.T) {
 			case marker == nil:
 				c = startCluster(t)
 			case marker[1] == "node":
-				c = startNodeCluster(t).cluster
+				c = startNodeCluster(t, strings.Fields(marker[2])...).cluster
 			default:
 				m = newMachine(t)
 				c = startOnMachine(t, m, strings.Fields(marker[2])...).cluster

@@ -100,18 +100,30 @@ spec:
 `, appService, netexec)
 }
 
-// ingressLBIP stands in for the controller Service's pool address.
+// ingressLBIP is the one address of the pool ingressAddress makes.
 const ingressLBIP = "192.0.2.80"
 
 // ingressAddress is where the client reaches the Ingress controller on
-// ports 80 and 443: until LoadBalancer IPAM assigns the controller's
-// Service an address, the test writes one into its status (as a cloud's
-// controller would) and routes it from the client to the node, whose
-// proxy captures it as any load balancer IP.
+// ports 80 and 443: a pool of one address (MetalLB's IPAddressPool, as a
+// user applies it) gives the controller's LoadBalancer Service its
+// address, and the client routes it to the node, whose proxy captures it
+// as any load balancer IP (answering ARP for pool addresses on a LAN is
+// TestSpeakerLayer2's).
 func ingressAddress(t *testing.T, c *nodeCluster, client outside) string {
 	t.Helper()
-	c.must("patch", "service", "-n", "svcnet-ingress", "svcnet-ingress-controller", "--subresource=status",
-		"-p", `{"status":{"loadBalancer":{"ingress":[{"ip":"`+ingressLBIP+`"}]}}}`)
+	c.withStdin(`apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: ingress, namespace: metallb-system}
+spec:
+  addresses: [`+ingressLBIP+`/32]
+`, "apply", "-f", "-")
+	eventually(t, 30*time.Second, func() string {
+		got, _ := c.kubectl("", "get", "service", "-n", "svcnet-ingress", "svcnet-ingress-controller", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+		if got != ingressLBIP {
+			return "the controller's Service has address " + got + ", want the pool's " + ingressLBIP
+		}
+		return ""
+	})
 	run(t, "ip", "-n", client.name, "route", "add", ingressLBIP+"/32", "via", client.nodeIP)
 	return ingressLBIP
 }

@@ -81,7 +81,7 @@ func (c *nodeCluster) waitEvent(name, reason, message string) {
 // delete and type change, shared addresses, a pool that assigns only on
 // request, and a restart that keeps every address.
 func TestLoadBalancerIPAM(t *testing.T) {
-	c := startNodeCluster(t)
+	c := startNodeCluster(t, "--disable", "ingress")
 	c.withStdin(homelabPool, "apply", "-f", "-")
 
 	// The seed's four Services, one after the other.
@@ -215,7 +215,7 @@ func sameLines(a, b, name string) bool {
 // TestLoadBalancerUpPool: `svcnet up --lb-pool` makes the pool default
 // (both families) with its L2Advertisement, and Services use it.
 func TestLoadBalancerUpPool(t *testing.T) {
-	c := startNodeCluster(t, "--lb-pool", "10.0.3.0/31,fd00:3::/126")
+	c := startNodeCluster(t, "--lb-pool", "10.0.3.0/31,fd00:3::/126", "--disable", "ingress")
 	if got := c.must("get", "ipaddresspool,l2advertisement", "-n", "metallb-system", "-o",
 		`jsonpath={range .items[*]}{.kind} {.metadata.name} {.spec.addresses} {.spec.ipAddressPools}|{end}`); got != `IPAddressPool default ["10.0.3.0/31","fd00:3::/126"] |L2Advertisement default  ["default"]|` {
 		t.Errorf("up's pool and advertisement: %s", got)
@@ -228,7 +228,7 @@ func TestLoadBalancerUpPool(t *testing.T) {
 // nodes' network, above the nodes' addresses.
 func TestLoadBalancerNodesPool(t *testing.T) {
 	m := newMachine(t)
-	c := startOnMachine(t, m, "--nodes", "2", "--node-name", fmt.Sprintf("e2elb%d", os.Getpid()))
+	c := startOnMachine(t, m, "--nodes", "2", "--node-name", fmt.Sprintf("e2elb%d", os.Getpid()), "--disable", "ingress")
 	if got := c.must("get", "ipaddresspool", "default", "-n", "metallb-system", "-o", "jsonpath={.spec.addresses}"); got != `["10.250.0.200-10.250.0.250"]` {
 		t.Errorf("the nodes' pool has addresses %s", got)
 	}

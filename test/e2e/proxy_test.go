@@ -93,7 +93,7 @@ func outsideClient(t *testing.T, nodeNetns string, i int) outside {
 // loadBalancerSourceRanges admit the clients they list and drop the rest,
 // and a change to the ranges takes effect; the NodePort is not filtered.
 func TestProxyLoadBalancerSourceRanges(t *testing.T) {
-	c := startNodeCluster(t)
+	c := startNodeCluster(t, "--disable", "ingress") // its Service would take the pool's address
 	c.labeledPod("web", "web", "nginx", "    ports: [{containerPort: 80}]\n")
 	allowed, denied := outsideClient(t, c.netns, 0), outsideClient(t, c.netns, 1)
 	const lbIP = "192.0.2.10"

@@ -21,14 +21,17 @@ import (
 // cluster: a node silent for longer is NotReady, and its IPs move.
 const speakerGrace = 20 * time.Second
 
-// loadBalancerIP gives Service svc its load balancer IP and returns it.
-// Until the load balancer IPAM controller allocates from the pool, the
-// test writes the pool's first address into the Service's status by hand.
+// loadBalancerIP waits for the address the IPAM controller gives svc
+// from the pool and returns it.
 func loadBalancerIP(c *nodeCluster, svc string) string {
 	c.t.Helper()
-	const ip = "10.0.0.200"
-	c.must("patch", "service", svc, "--subresource=status", "--type=merge", "-p",
-		`{"status":{"loadBalancer":{"ingress":[{"ip":"`+ip+`","ipMode":"VIP"}]}}}`)
+	var ip string
+	eventually(c.t, 30*time.Second, func() string {
+		if ip = c.jsonpath("service", svc, "{.status.loadBalancer.ingress[0].ip}"); ip == "" {
+			return "service " + svc + " has no load balancer address"
+		}
+		return ""
+	})
 	return ip
 }
 
@@ -153,7 +156,7 @@ func l2Status(c *nodeCluster, svc, node string) {
 func TestSpeakerLayer2(t *testing.T) {
 	const ip = "10.0.0.200"
 	c, clients, n2 := startTwoNodesWith(t, twoNodes{ips: [2]string{"10.0.0.1", "10.0.0.2"}, clients: []string{"10.0.0.100", "10.0.0.101"},
-		second: winningName(ip), upArgs: []string{"--node-monitor-period=1s", "--node-monitor-grace-period=" + speakerGrace.String()}})
+		second: winningName(ip), upArgs: []string{"--disable", "ingress", "--node-monitor-period=1s", "--node-monitor-grace-period=" + speakerGrace.String()}})
 	client, other := clients[0], clients[1]
 	mac1, mac2 := lanMAC(t, c.netns), lanMAC(t, n2.netns)
 	// No route by hand: the client has its LAN's alone.
