@@ -324,3 +324,43 @@ endpoints:
 		t.Errorf("ARP answers for %s after the speaker stopped: %v", ip, got)
 	}
 }
+
+// TestLoadBalancerHomelab is the seed's homelab, issue 17's first
+// acceptance item: MetalLB's pool 10.0.0.200-10.0.0.215 on the nodes' LAN
+// with its L2Advertisement, four LoadBalancer Services created in order
+// get .200, .201, .202, .203, and a client on the LAN with no route of its
+// own reaches each of them by HTTP (its ARP requests answered).
+func TestLoadBalancerHomelab(t *testing.T) {
+	c, clients, _ := startTwoNodesWith(t, twoNodes{ips: [2]string{"10.0.0.1", "10.0.0.2"}, clients: []string{"10.0.0.100"},
+		second: nodeName + "-2", upArgs: []string{"--disable", "ingress"}})
+	c.must("apply", "-f", "../../docs/examples/layer2.yaml")
+	c.webPod("web-1", nodeName)
+	c.waitReady("web-1", "True", 60*time.Second)
+	apps := []string{"gitea", "argocd", "harbor", "grafana"}
+	for _, app := range apps {
+		c.withStdin(`apiVersion: v1
+kind: Service
+metadata: {name: `+app+`}
+spec:
+  type: LoadBalancer
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: 80}]
+`, "apply", "-f", "-")
+		// In order: each has its address before the next is created.
+		loadBalancerIP(c, app)
+	}
+	for i, app := range apps {
+		want := fmt.Sprintf("10.0.0.%d", 200+i)
+		if got := loadBalancerIP(c, app); got != want {
+			t.Errorf("%s got %s, want %s", app, got, want)
+			continue
+		}
+		c.readyEndpoints(app, 1)
+		eventually(t, 30*time.Second, func() string {
+			if out, err := wget(t, clients[0], "http://"+want+"/"); err != nil || podName(out) != "web-1" {
+				return fmt.Sprintf("GET http://%s/ (%s) from the LAN: %v: %s", want, app, err, out)
+			}
+			return ""
+		})
+	}
+}
