@@ -38,15 +38,12 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 
-	"go.universe.tf/metallb/api/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -178,30 +175,12 @@ func New(ctx context.Context, d controller.Deps, dyn dynamic.Interface, config *
 // are served (svcnet up installs them beside the controllers' start) and
 // allocates until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
-	if wait.PollUntilContextCancel(ctx, servedPoll, true, c.served) == nil {
+	if c.config.WaitServed(ctx, c.client.Discovery()) == nil {
 		c.config.Start(ctx.Done())
 		defer c.config.Shutdown()
 	}
 	c.queue.Add(key{kind: configKey})
 	c.queue.Run(ctx, 1, c.synced...)
-}
-
-// servedPoll is how often Run asks whether MetalLB's API is served.
-const servedPoll = 500 * time.Millisecond
-
-// served says whether the API server serves the kinds of the
-// configuration.
-func (c *Controller) served(context.Context) (bool, error) {
-	rs, err := c.client.Discovery().ServerResourcesForGroupVersion(v1beta1.GroupVersion.String())
-	if err != nil {
-		return false, nil //nolint:nilerr // not yet: asked again
-	}
-	for _, want := range []string{metallb.IPAddressPools.Resource, metallb.L2Advertisements.Resource} {
-		if !slices.ContainsFunc(rs.APIResources, func(r metav1.APIResource) bool { return r.Name == want }) {
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 func (c *Controller) enqueueService(obj any) {

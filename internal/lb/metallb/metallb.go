@@ -8,10 +8,15 @@ package metallb
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.universe.tf/metallb/api/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -49,6 +54,27 @@ func New(client dynamic.Interface) (*Config, error) {
 		return nil, fmt.Errorf("L2Advertisement informer: %w", err)
 	}
 	return c, nil
+}
+
+// servedPoll is how often WaitServed asks whether MetalLB's API is served.
+const servedPoll = 500 * time.Millisecond
+
+// WaitServed returns once the API server serves the configuration's kinds
+// (svcnet up installs MetalLB's definitions beside its components' start,
+// and informers started earlier log failed watches), or ctx's error.
+func (c *Config) WaitServed(ctx context.Context, d discovery.DiscoveryInterface) error {
+	return wait.PollUntilContextCancel(ctx, servedPoll, true, func(context.Context) (bool, error) {
+		rs, err := d.ServerResourcesForGroupVersion(v1beta1.GroupVersion.String())
+		if err != nil {
+			return false, nil //nolint:nilerr // not yet: asked again
+		}
+		for _, want := range []string{IPAddressPools.Resource, L2Advertisements.Resource} {
+			if !slices.ContainsFunc(rs.APIResources, func(r metav1.APIResource) bool { return r.Name == want }) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // Start runs the informers until stop closes, Shutdown waits for them.

@@ -121,6 +121,9 @@ func Run(ctx context.Context, cfg Config) error {
 	defer cancel()
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
+	if mlb.WaitServed(ctx, cfg.Client.Discovery()) != nil {
+		return nil // stopped first
+	}
 	mlb.Start(ctx.Done())
 	defer mlb.Shutdown()
 	wg.Go(func() { s.announcer.Run(ctx) })
