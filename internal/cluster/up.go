@@ -206,10 +206,7 @@ func Up(ctx context.Context, o UpOptions) error {
 	// Gateway API's take seconds to validate); up is not up without them.
 	crdsInstalled := make(chan struct{})
 	run("custom resource definitions", func() error {
-		if err := installCRDs(ctx, a.Kubeconfig); err != nil {
-			return err
-		}
-		if err := applyCustomAddons(ctx, a.Kubeconfig, admin, loadBalancerAddon(&o, plan), !slices.Contains(o.Disable, addonIngress)); err != nil {
+		if err := installCustomResources(ctx, a.Kubeconfig, admin, loadBalancerAddon(&o, plan), !slices.Contains(o.Disable, addonIngress)); err != nil {
 			return err
 		}
 		close(crdsInstalled)
@@ -280,26 +277,6 @@ func joinObjects(ctx context.Context, o *APIServerOptions, a *APIServer, admin k
 	return nil
 }
 
-// installCRDs installs the definitions of the other projects' APIs svcnet
-// implements (MetalLB's, the Gateway API's), before the controllers that
-// serve them start.
-func installCRDs(ctx context.Context, kubeconfig string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
-	}
-	client, err := apiextensionsclient.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("API client: %w", err)
-	}
-	for _, s := range []crds.Set{crds.MetalLB, crds.GatewayAPI} {
-		if err := crds.Apply(ctx, client, s); err != nil {
-			return fmt.Errorf("%s definitions: %w", s, err)
-		}
-	}
-	return nil
-}
-
 // loadBalancerAddon is the pool up makes: --lb-pool's, else one on the
 // nodes' network of --nodes N.
 func loadBalancerAddon(o *UpOptions, plan *nodePlan) addons.LoadBalancer {
@@ -313,13 +290,24 @@ func loadBalancerAddon(o *UpOptions, plan *nodePlan) addons.LoadBalancer {
 	return addons.LoadBalancer{Addresses: []string{pool}, OnlyIfNone: true}
 }
 
-// applyCustomAddons, once the definitions are served, makes MetalLB's
-// namespace and up's pool, and the Ingress add-on's GatewayClass unless
-// that add-on is disabled.
-func applyCustomAddons(ctx context.Context, kubeconfig string, admin kubernetes.Interface, lb addons.LoadBalancer, gatewayClass bool) error {
+// installCustomResources installs the definitions of the other projects'
+// APIs svcnet implements (MetalLB's, the Gateway API's), before the
+// controllers that serve them start, then the add-ons made of them:
+// MetalLB's namespace and up's pool, and the Ingress add-on's
+// GatewayClass unless that add-on is disabled.
+func installCustomResources(ctx context.Context, kubeconfig string, admin kubernetes.Interface, lb addons.LoadBalancer, gatewayClass bool) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	apiext, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	for _, s := range []crds.Set{crds.MetalLB, crds.GatewayAPI} {
+		if err := crds.Apply(ctx, apiext, s); err != nil {
+			return fmt.Errorf("%s definitions: %w", s, err)
+		}
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {

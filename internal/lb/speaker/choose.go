@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 
+	nodeutil "k8s.io/component-helpers/node/util"
+
 	"go.universe.tf/metallb/api/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -185,17 +187,10 @@ func usable(n *corev1.Node) bool {
 	if _, excluded := n.Labels[corev1.LabelNodeExcludeBalancers]; excluded {
 		return false
 	}
-	return condition(n, corev1.NodeReady) == corev1.ConditionTrue &&
-		condition(n, corev1.NodeNetworkUnavailable) != corev1.ConditionTrue
-}
-
-func condition(n *corev1.Node, t corev1.NodeConditionType) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == t {
-			return c.Status
-		}
-	}
-	return corev1.ConditionUnknown
+	_, ready := nodeutil.GetNodeCondition(&n.Status, corev1.NodeReady)
+	_, unavailable := nodeutil.GetNodeCondition(&n.Status, corev1.NodeNetworkUnavailable)
+	return ready != nil && ready.Status == corev1.ConditionTrue &&
+		(unavailable == nil || unavailable.Status != corev1.ConditionTrue)
 }
 
 // canServe is MetalLB's test of an endpoint: ready (unset is ready), or
