@@ -97,10 +97,21 @@ spec:
 		lines := make(chan string, 1000)
 		stop := c.kubectlStream(lines, "-n", ns, "get", "pods", "-l", "app=web", "-w", "--output-watch-events", "-o",
 			`jsonpath={.type} {.object.metadata.name} {.object.spec.nodeName} {.object.spec.containers[0].image} {.object.metadata.deletionTimestamp} {.object.status.conditions[?(@.type=="Ready")].status}{"\n"}`)
+		// The rollout starts only once the watch has listed the three
+		// ready pods, so no old pod can go down before it is seen up.
+		var events []string
+		for listed := time.After(30 * time.Second); len(events) < 3; {
+			select {
+			case l := <-lines:
+				events = append(events, l)
+			case <-listed:
+				stop()
+				t.Fatalf("the pod watch listed %d of the 3 daemon pods in 30s:\n%s", len(events), strings.Join(events, "\n"))
+			}
+		}
 		c.must("-n", ns, "set", "image", "daemonset/web", "web=httpd")
 		c.must("-n", ns, "rollout", "status", "daemonset/web", "--timeout=120s")
 		stop()
-		var events []string
 		for drained := false; !drained; {
 			select {
 			case l := <-lines:
