@@ -1,10 +1,11 @@
 // Command ingress benchmarks the Ingress controller's L7 proxy on
 // loopback: requests per second and p99 latency through the proxy against
 // straight to the backend over the same number of keep-alive connections
-// (the ratio is the figure to track), and the time from an Ingress update
-// through the API server until the proxy serves it.
+// (the ratio is the figure to track), nginx set up as ingress-nginx sets
+// it up in the same rounds as upstream's baseline, and the time from an
+// Ingress update through the API server until the proxy serves it.
 //
-//	go run ./bench/ingress -conns 64 -round 5s -rounds 3 -changes 50
+//	go run ./bench/ingress -conns 64 -round 5s -rounds 3 -changes 50 -nginx /usr/sbin/nginx
 package main
 
 import (
@@ -20,9 +21,10 @@ func main() {
 	round := flag.Duration("round", 5e9, "how long each target is loaded per round")
 	rounds := flag.Int("rounds", 3, "rounds; the proxy and the backend take turns in each")
 	changes := flag.Int("changes", 50, "Ingress updates timed until served")
+	nginx := flag.String("nginx", "", "path of an nginx binary to measure as the baseline (ingress-nginx's settings); empty: not measured")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	benchmain.Main(*cpuProfile, func(ctx context.Context) (*ingressbench.Result, error) {
-		return ingressbench.Run(ctx, ingressbench.Options{Conns: *conns, Round: *round, Rounds: *rounds, Changes: *changes})
+		return ingressbench.Run(ctx, ingressbench.Options{Conns: *conns, Round: *round, Rounds: *rounds, Changes: *changes, Nginx: *nginx})
 	})
 }

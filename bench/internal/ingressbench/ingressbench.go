@@ -14,11 +14,16 @@
 // a new path is served once it answers 503 (its route, no endpoint)
 // instead of 404 (no route).
 //
+// With -nginx, nginx configured as ingress-nginx configures an Ingress
+// path is loaded in the same rounds: upstream's controller as the
+// baseline of the proxy's own figures.
+//
 // Load generator, proxy and backend share the machine's CPUs. When they
-// are the limit, the proxy's work per request (a server's and a client's)
-// about equals that of the load generator and the backend together, which
-// bounds the ratio near 0.5; a proxy with cores of its own is limited by
-// its added latency instead.
+// are the limit, a proxy's work per request (a server's and a client's,
+// twice the socket reads and writes) about equals that of the load
+// generator and the backend together, which bounds the ratio to direct
+// near 0.5 for any proxy, nginx included; a proxy with cores of its own
+// is limited by its added latency instead.
 package ingressbench
 
 import (
@@ -56,14 +61,21 @@ type Options struct {
 	Rounds int
 	// Changes is how many Ingress updates are timed.
 	Changes int
+	// Nginx is the path of an nginx binary to load in the same rounds,
+	// configured as ingress-nginx configures an Ingress path: upstream's
+	// Ingress controller as the baseline. Empty: not measured.
+	Nginx string
 }
 
 // Result is what the run measured.
 type Result struct {
-	Conns                int
-	DirectRPS, ProxyRPS  float64
-	DirectP99, ProxyP99  time.Duration
-	DirectP50, ProxyP50  time.Duration
+	Conns               int
+	DirectRPS, ProxyRPS float64
+	DirectP99, ProxyP99 time.Duration
+	DirectP50, ProxyP50 time.Duration
+	// Nginx* are zero when nginx was not measured.
+	NginxRPS             float64
+	NginxP50, NginxP99   time.Duration
 	ChangeP50, ChangeP99 time.Duration
 	Changes              int
 }
@@ -74,7 +86,16 @@ func (r *Result) Print(w io.Writer) {
 	fmt.Fprintf(tw, "%d keep-alive connections\treq/s\tp50\tp99\n", r.Conns)
 	fmt.Fprintf(tw, "straight to the backend\t%.0f\t%s\t%s\n", r.DirectRPS, r.DirectP50, r.DirectP99)
 	fmt.Fprintf(tw, "through the ingress proxy\t%.0f\t%s\t%s\n", r.ProxyRPS, r.ProxyP50, r.ProxyP99)
+	if r.NginxRPS > 0 {
+		fmt.Fprintf(tw, "through nginx as ingress-nginx sets it\t%.0f\t%s\t%s\n", r.NginxRPS, r.NginxP50, r.NginxP99)
+	}
 	fmt.Fprintf(tw, "ratio proxy/direct\t%.2f\t\t%.2f (latency, direct/proxy)\n", r.ProxyRPS/r.DirectRPS, float64(r.DirectP99)/float64(r.ProxyP99))
+	if r.NginxRPS > 0 {
+		fmt.Fprintf(tw, "ratio nginx/direct\t%.2f\t\t%.2f (latency, direct/nginx)\n", r.NginxRPS/r.DirectRPS, float64(r.DirectP99)/float64(r.NginxP99))
+		fmt.Fprintf(tw, "ratio proxy/nginx\t%.2f\t\t%.2f (latency, nginx/proxy)\n", r.ProxyRPS/r.NginxRPS, float64(r.NginxP99)/float64(r.ProxyP99))
+	} else {
+		fmt.Fprintf(tw, "nginx not measured (no -nginx)\n")
+	}
 	fmt.Fprintf(tw, "Ingress update to served (%d changes)\t\tp50 %s\tp99 %s\n", r.Changes, r.ChangeP50, r.ChangeP99)
 	tw.Flush()
 }
@@ -119,12 +140,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Conns: o.Conns, Changes: o.Changes}
-	var direct, proxied load
+	var direct, proxied, nginx load
+	type target struct {
+		url string
+		l   *load
+	}
+	targets := []target{{"http://" + addr + "/bench", &direct}, {loadedURL + "/bench", &proxied}}
+	if o.Nginx != "" {
+		nginxURL, stopNginx, err := startNginx(ctx, o.Nginx, addr)
+		if err != nil {
+			return nil, err
+		}
+		defer stopNginx()
+		targets = append(targets, target{nginxURL + "/bench", &nginx})
+	}
 	for range o.Rounds {
-		for _, t := range []struct {
-			url string
-			l   *load
-		}{{"http://" + addr + "/bench", &direct}, {loadedURL + "/bench", &proxied}} {
+		for _, t := range targets {
 			if err := t.l.run(ctx, t.url, o.Conns, o.Round); err != nil {
 				return nil, err
 			}
@@ -132,6 +163,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.DirectRPS, res.DirectP50, res.DirectP99 = direct.figures()
 	res.ProxyRPS, res.ProxyP50, res.ProxyP99 = proxied.figures()
+	if o.Nginx != "" {
+		res.NginxRPS, res.NginxP50, res.NginxP99 = nginx.figures()
+	}
 
 	if err := objects(ctx, api.Client); err != nil {
 		return nil, err
