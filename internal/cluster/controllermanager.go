@@ -59,6 +59,9 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/statefulset"
 	"github.com/svcnet/svcnet/internal/controller/tokencleaner"
 	"github.com/svcnet/svcnet/internal/controller/ttlafterfinished"
+	"github.com/svcnet/svcnet/internal/controller/volume/persistentvolume"
+	"github.com/svcnet/svcnet/internal/controller/volume/pvcprotection"
+	"github.com/svcnet/svcnet/internal/controller/volume/pvprotection"
 	"github.com/svcnet/svcnet/internal/events"
 	"github.com/svcnet/svcnet/internal/lb/ipam"
 	"github.com/svcnet/svcnet/internal/lb/metallb"
@@ -327,6 +330,18 @@ var knownControllers = []knownController{
 	}},
 	{"taint-eviction-controller", "", func(ctx context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := tainteviction.New(ctx, d, tainteviction.Options{})
+		return runOf(c, err)
+	}},
+	{persistentvolume.ControllerName, persistentvolume.Alias, func(ctx context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := persistentvolume.New(ctx, d)
+		return runOf(c, err)
+	}},
+	{pvcprotection.ControllerName, pvcprotection.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := pvcprotection.New(d)
+		return runOf(c, err)
+	}},
+	{pvprotection.ControllerName, pvprotection.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := pvprotection.New(d)
 		return runOf(c, err)
 	}},
 	{ipam.ControllerName, "", startLoadBalancerIPAM},
