@@ -19,14 +19,13 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/informer"
+	"github.com/svcnet/svcnet/internal/registry/persistentvolumeclaim"
 )
 
 // ControllerName and Alias are upstream's names of the controller.
 const (
 	ControllerName = "persistentvolumeclaim-protection-controller"
 	Alias          = "pvc-protection"
-	// Finalizer is upstream's PVCProtectionFinalizer.
-	Finalizer = "kubernetes.io/pvc-protection"
 )
 
 // Controller adds and removes the claims' finalizer.
@@ -80,7 +79,7 @@ func (c *Controller) Run(ctx context.Context) { c.queue.Run(ctx, 1, c.synced...)
 
 // needsWork: a claim without the finalizer, or a deleted claim with it.
 func needsWork(pvc *corev1.PersistentVolumeClaim) bool {
-	has := slices.Contains(pvc.Finalizers, Finalizer)
+	has := slices.Contains(pvc.Finalizers, persistentvolumeclaim.Finalizer)
 	return has == (pvc.DeletionTimestamp != nil)
 }
 
@@ -101,12 +100,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	clone := pvc.DeepCopy()
 	if pvc.DeletionTimestamp == nil {
-		clone.Finalizers = append(clone.Finalizers, Finalizer)
+		clone.Finalizers = append(clone.Finalizers, persistentvolumeclaim.Finalizer)
 	} else {
 		if used, err := c.inUse(ctx, pvc); err != nil || used {
 			return err
 		}
-		clone.Finalizers = slices.DeleteFunc(clone.Finalizers, func(f string) bool { return f == Finalizer })
+		clone.Finalizers = slices.DeleteFunc(clone.Finalizers, func(f string) bool { return f == persistentvolumeclaim.Finalizer })
 	}
 	if _, err := c.client.CoreV1().PersistentVolumeClaims(ns).Update(ctx, clone, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("update finalizers of claim %s: %w", key, err)

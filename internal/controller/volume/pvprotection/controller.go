@@ -18,14 +18,13 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/informer"
+	"github.com/svcnet/svcnet/internal/registry/persistentvolume"
 )
 
 // ControllerName and Alias are upstream's names of the controller.
 const (
 	ControllerName = "persistentvolume-protection-controller"
 	Alias          = "pv-protection"
-	// Finalizer is upstream's PVProtectionFinalizer.
-	Finalizer = "kubernetes.io/pv-protection"
 )
 
 // Controller adds and removes the volumes' finalizer.
@@ -61,7 +60,7 @@ func (c *Controller) Run(ctx context.Context) { c.queue.Run(ctx, 1, c.synced) }
 // needsWork: a volume without the finalizer, or a deleted volume with it
 // that is no longer Bound.
 func needsWork(pv *corev1.PersistentVolume) bool {
-	has := slices.Contains(pv.Finalizers, Finalizer)
+	has := slices.Contains(pv.Finalizers, persistentvolume.Finalizer)
 	if pv.DeletionTimestamp == nil {
 		return !has
 	}
@@ -81,9 +80,9 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	clone := pv.DeepCopy()
 	if pv.DeletionTimestamp == nil {
-		clone.Finalizers = append(clone.Finalizers, Finalizer)
+		clone.Finalizers = append(clone.Finalizers, persistentvolume.Finalizer)
 	} else {
-		clone.Finalizers = slices.DeleteFunc(clone.Finalizers, func(f string) bool { return f == Finalizer })
+		clone.Finalizers = slices.DeleteFunc(clone.Finalizers, func(f string) bool { return f == persistentvolume.Finalizer })
 	}
 	if _, err := c.client.CoreV1().PersistentVolumes().Update(ctx, clone, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("update finalizers of volume %s: %w", name, err)
