@@ -126,6 +126,10 @@ type ControllerManagerOptions struct {
 	// (--cluster-signing-cert-file, --cluster-signing-key-file) and the
 	// longest certificate it issues (--cluster-signing-duration).
 	CSRSigning csrsigning.Options
+	// SharedVolumeDir, if set, is where the shared-path provisioner makes
+	// the volumes of its StorageClass (svcnet up's, under the data dir);
+	// empty runs no such provisioner.
+	SharedVolumeDir string
 }
 
 // DefaultControllerManagerOptions are upstream's defaults.
@@ -344,6 +348,7 @@ var knownControllers = []knownController{
 		c, err := pvprotection.New(d)
 		return runOf(c, err)
 	}},
+	{sharedPathProvisioner, "", startSharedPathProvisioner},
 	{ipam.ControllerName, "", startLoadBalancerIPAM},
 	{bootstrapsigner.ControllerName, bootstrapsigner.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := bootstrapsigner.New(d)

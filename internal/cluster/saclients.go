@@ -19,6 +19,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/volume/persistentvolume"
 	"github.com/svcnet/svcnet/internal/controller/volume/pvcprotection"
 	"github.com/svcnet/svcnet/internal/controller/volume/pvprotection"
+	"github.com/svcnet/svcnet/internal/volume/localpath"
 )
 
 // controllerServiceAccounts are the kube-system ServiceAccounts the
@@ -53,6 +54,7 @@ var controllerServiceAccounts = map[string]string{
 	persistentvolume.ControllerName:                  "persistent-volume-binder",
 	pvcprotection.ControllerName:                     "pvc-protection-controller",
 	pvprotection.ControllerName:                      "pv-protection-controller",
+	sharedPathProvisioner:                            localpath.ServiceAccount,
 	bootstrapsigner.ControllerName:                   bootstrapsigner.ServiceAccount,
 	tokencleaner.ControllerName:                      tokencleaner.ServiceAccount,
 }
