@@ -74,6 +74,7 @@ func controllerManagerCommand() *cobra.Command {
 	_ = cmd.MarkFlagRequired("kubeconfig")
 	cmd.Flags().BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", false, "run each controller as its own kube-system ServiceAccount, as kubeadm does (the kubeconfig's user needs system:kube-controller-manager's rights)")
 	cmd.Flags().StringVar(&o.SchedulerKubeconfig, "scheduler-kubeconfig", "", "kubeconfig of the scheduler's identity (default: --kubeconfig)")
+	cmd.Flags().StringVar(&o.SharedVolumeDir, "shared-volume-dir", "", "directory the shared-path provisioner (StorageClass provisioner svcnet.io/shared-path) makes its volumes in; empty runs no such provisioner")
 	cmd.Flags().StringVar(&o.RootCAFile, "root-ca-file", "", "PEM CA bundle published as ca.crt of every namespace's kube-root-ca.crt ConfigMap (default: the kubeconfig's CA)")
 	cmd.Flags().StringVar(&o.CSRSigning.CertFile, "cluster-signing-cert-file", "", "PEM CA certificate the signing controller issues the certificates of approved CertificateSigningRequests with (empty, or no key file, disables it)")
 	cmd.Flags().StringVar(&o.CSRSigning.KeyFile, "cluster-signing-key-file", "", "PEM private key of --cluster-signing-cert-file")

@@ -99,7 +99,7 @@ func upCommand() *cobra.Command {
 	f.StringVar(&o.ClusterCIDR, "cluster-cidr", "10.244.0.0/16", "range node IPAM hands pod CIDRs (/24s) out of")
 	f.StringSliceVar(&o.DNSUpstreams, "dns-upstream", nil, "resolvers (host or host:port, comma-separated) the cluster DNS forwards names outside the cluster to (default: the nodes' /etc/resolv.conf)")
 	f.StringSliceVar(&o.LBPool, "lb-pool", nil, "LoadBalancer addresses (CIDRs or FROM-TO ranges, IPv4 or IPv6, comma-separated) of the IPAddressPool default in metallb-system, with its L2Advertisement (default: with --nodes N>1 and no pool of one's own, the 200th to 250th addresses of --node-network)")
-	f.StringSliceVar(&o.Disable, "disable", nil, "packaged components not to install: coredns (cluster DNS), ingress (the Ingress controller)")
+	f.StringSliceVar(&o.Disable, "disable", nil, "packaged components not to install: coredns (cluster DNS), ingress (the Ingress controller), local-storage (the local-path provisioners and their StorageClasses standard and shared)")
 	f.Lookup("cluster-dns").Usage = "the cluster DNS address, the kube-dns Service's cluster IP (default: the tenth address of the Service range)"
 	f.Lookup("cluster-dns").DefValue = ""
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

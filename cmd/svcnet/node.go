@@ -54,6 +54,7 @@ func nodeCommand() *cobra.Command {
 	f.StringSliceVar(&o.Join.CACertHashes, "discovery-token-ca-cert-hash", nil, "with --token: the pin of the cluster CA's public key, \"sha256:<hex>\" (svcnet token create --print-join-command prints it)")
 	f.StringVar(&o.ProxyKubeconfig, "proxy-kubeconfig", "", "kubeconfig of the Service proxy's identity, system:kube-proxy (default: --kubeconfig)")
 	f.StringVar(&o.DataDir, "data-dir", cluster.DefaultDataDir(), "directory for the node's pods, logs and addresses (under node/)")
+	f.BoolVar(&o.LocalVolumes, "local-path-provisioner", true, "provision the volumes of StorageClass provisioner svcnet.io/local-path selected for this node, as directories under <data-dir>/local-path-provisioner")
 	f.BoolVar(&o.StopPodsOnExit, "stop-pods-on-exit", false, "stop the node's pods and remove the proxy's rules when the agent exits (by default they stay and are adopted on restart)")
 	f.BoolVar(&cleanup, "cleanup", false, "remove the Service proxy's nftables rules from the node's network namespace and exit")
 	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", cluster.DefaultServiceClusterIPRange, "the API server's Service cluster IP range: pod traffic to it is not masqueraded; with --netns, routed to the pod bridge when the namespace has no route for it, so that the node reaches cluster IPs")

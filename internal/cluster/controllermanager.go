@@ -59,6 +59,9 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/statefulset"
 	"github.com/svcnet/svcnet/internal/controller/tokencleaner"
 	"github.com/svcnet/svcnet/internal/controller/ttlafterfinished"
+	"github.com/svcnet/svcnet/internal/controller/volume/persistentvolume"
+	"github.com/svcnet/svcnet/internal/controller/volume/pvcprotection"
+	"github.com/svcnet/svcnet/internal/controller/volume/pvprotection"
 	"github.com/svcnet/svcnet/internal/events"
 	"github.com/svcnet/svcnet/internal/lb/ipam"
 	"github.com/svcnet/svcnet/internal/lb/metallb"
@@ -123,6 +126,10 @@ type ControllerManagerOptions struct {
 	// (--cluster-signing-cert-file, --cluster-signing-key-file) and the
 	// longest certificate it issues (--cluster-signing-duration).
 	CSRSigning csrsigning.Options
+	// SharedVolumeDir, if set, is where the shared-path provisioner makes
+	// the volumes of its StorageClass (svcnet up's, under the data dir);
+	// empty runs no such provisioner.
+	SharedVolumeDir string
 }
 
 // DefaultControllerManagerOptions are upstream's defaults.
@@ -329,6 +336,19 @@ var knownControllers = []knownController{
 		c, err := tainteviction.New(ctx, d, tainteviction.Options{})
 		return runOf(c, err)
 	}},
+	{persistentvolume.ControllerName, persistentvolume.Alias, func(ctx context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := persistentvolume.New(ctx, d)
+		return runOf(c, err)
+	}},
+	{pvcprotection.ControllerName, pvcprotection.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := pvcprotection.New(d)
+		return runOf(c, err)
+	}},
+	{pvprotection.ControllerName, pvprotection.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := pvprotection.New(d)
+		return runOf(c, err)
+	}},
+	{sharedPathProvisioner, "", startSharedPathProvisioner},
 	{ipam.ControllerName, "", startLoadBalancerIPAM},
 	{bootstrapsigner.ControllerName, bootstrapsigner.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := bootstrapsigner.New(d)

@@ -83,6 +83,10 @@ type NodeOptions struct {
 	// (svcnet up's control plane, on the control-plane node) beside the
 	// node's kube-proxy.
 	StaticPods []node.StaticPod
+	// LocalVolumes runs the node's local-path provisioner (svcnet up's
+	// StorageClass standard), whose volumes are directories under
+	// DataDir/local-path-provisioner.
+	LocalVolumes bool
 }
 
 // RunNode runs a node agent until ctx ends.
@@ -151,6 +155,14 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 			cancel()
 		}
 	})
+	var provisionerErr error
+	if o.LocalVolumes {
+		wg.Go(func() {
+			if provisionerErr = runLocalPathProvisioner(ctx, cfg, name, localPathDir(o.DataDir)); provisionerErr != nil {
+				cancel()
+			}
+		})
+	}
 	nodeErr := node.Run(ctx, node.Config{
 		NodeName:                 name,
 		REST:                     cfg,
@@ -170,7 +182,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	})
 	cancel()
 	wg.Wait()
-	return errors.Join(nodeErr, proxyErr, speakerErr)
+	return errors.Join(nodeErr, proxyErr, speakerErr, provisionerErr)
 }
 
 // identity is the client configuration of a component of the node with a

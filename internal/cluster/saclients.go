@@ -16,6 +16,10 @@ import (
 
 	"github.com/svcnet/svcnet/internal/controller/bootstrapsigner"
 	"github.com/svcnet/svcnet/internal/controller/tokencleaner"
+	"github.com/svcnet/svcnet/internal/controller/volume/persistentvolume"
+	"github.com/svcnet/svcnet/internal/controller/volume/pvcprotection"
+	"github.com/svcnet/svcnet/internal/controller/volume/pvprotection"
+	"github.com/svcnet/svcnet/internal/volume/localpath"
 )
 
 // controllerServiceAccounts are the kube-system ServiceAccounts the
@@ -47,6 +51,10 @@ var controllerServiceAccounts = map[string]string{
 	"certificatesigningrequest-approving-controller": "certificate-controller",
 	"certificatesigningrequest-cleaner-controller":   "certificate-controller",
 	"metallb-controller":                             "metallb-controller",
+	persistentvolume.ControllerName:                  "persistent-volume-binder",
+	pvcprotection.ControllerName:                     "pvc-protection-controller",
+	pvprotection.ControllerName:                      "pv-protection-controller",
+	sharedPathProvisioner:                            localpath.ServiceAccount,
 	bootstrapsigner.ControllerName:                   bootstrapsigner.ServiceAccount,
 	tokencleaner.ControllerName:                      tokencleaner.ServiceAccount,
 }

@@ -80,8 +80,8 @@ func Up(ctx context.Context, o UpOptions) error {
 		return err
 	}
 	for _, d := range o.Disable {
-		if d != addonCoreDNS && d != addonIngress {
-			return fmt.Errorf("--disable %q: svcnet up packages %q and %q only", d, addonCoreDNS, addonIngress)
+		if d != addonCoreDNS && d != addonIngress && d != addonLocalStorage {
+			return fmt.Errorf("--disable %q: svcnet up packages %q, %q and %q only", d, addonCoreDNS, addonIngress, addonLocalStorage)
 		}
 	}
 	if o.Node.ClusterDNS == "" {
@@ -160,6 +160,9 @@ func Up(ctx context.Context, o UpOptions) error {
 	if err == nil {
 		err = ensureSpeakerRBAC(ctx, admin)
 	}
+	if err == nil {
+		err = ensureLocalPathRBAC(ctx, admin)
+	}
 
 	if err != nil {
 		stopAPI()
@@ -183,6 +186,10 @@ func Up(ctx context.Context, o UpOptions) error {
 	// As kubeadm's: the cluster CA signs the certificates of requests.
 	cm.CSRSigning.CertFile = filepath.Join(o.APIServer.caDir(), "ca.crt")
 	cm.CSRSigning.KeyFile = filepath.Join(o.APIServer.caDir(), "ca.key")
+	localStorage := !slices.Contains(o.Disable, addonLocalStorage)
+	if localStorage {
+		cm.SharedVolumeDir = sharedPathDir(o.APIServer.DataDir)
+	}
 	proxyKubeconfig, err := componentKubeconfig(&o.APIServer, a.URL, o.APIServer.DataDir, "kube-proxy", "system:kube-proxy")
 	var speakerKubeconfig string
 	if err == nil {
@@ -227,6 +234,7 @@ func Up(ctx context.Context, o UpOptions) error {
 		}
 		n.ProxyKubeconfig = proxyKubeconfig
 		n.SpeakerKubeconfig = speakerKubeconfig
+		n.LocalVolumes = localStorage
 		p := &nodeProxy{name: n.NodeName, netns: netns.Path(n.NetNS)}
 		n.ProxySynced = p.synced
 		ready.nodes = append(ready.nodes, p)
@@ -325,15 +333,23 @@ func installCustomResources(ctx context.Context, kubeconfig string, admin kubern
 	return nil
 }
 
-// Names of the add-ons for --disable: cluster DNS, the Ingress controller.
+// Names of the add-ons for --disable: cluster DNS, the Ingress
+// controller, the local-path provisioners and their StorageClasses (k3s's
+// name).
 const (
-	addonCoreDNS = "coredns"
-	addonIngress = "ingress"
+	addonCoreDNS      = "coredns"
+	addonIngress      = "ingress"
+	addonLocalStorage = "local-storage"
 )
 
-// applyAddons installs cluster DNS and the Ingress controller, but those
-// disabled.
+// applyAddons installs cluster DNS, the Ingress controller and the
+// StorageClasses, but those disabled.
 func applyAddons(ctx context.Context, client kubernetes.Interface, o UpOptions) error {
+	if !slices.Contains(o.Disable, addonLocalStorage) {
+		if err := addons.ApplyStorage(ctx, client); err != nil {
+			return fmt.Errorf("local-storage add-on: %w", err)
+		}
+	}
 	if !slices.Contains(o.Disable, addonIngress) {
 		if err := addons.ApplyIngress(ctx, client); err != nil {
 			return fmt.Errorf("ingress add-on: %w", err)

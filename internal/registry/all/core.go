@@ -1,7 +1,12 @@
 package all
 
 import (
+	"context"
+
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/configmap"
@@ -35,10 +40,37 @@ func core(d Deps) []*registry.Resource {
 		namespace.Resource(),
 		node.Resource(),
 		persistentvolume.Resource(),
-		persistentvolumeclaim.Resource(),
+		persistentvolumeclaim.Resource(storageClasses(d)),
 		pod.Resource(d.ServiceAccounts, evictions(d)),
 		secret.Resource(),
 		service.Resource(d.Services),
 		serviceaccount.Resource(d.Tokens),
 	}
+}
+
+// storageClasses reads StorageClasses through the loopback client, for the
+// default class of new claims and their resizes; nil without a client.
+func storageClasses(d Deps) persistentvolumeclaim.Classes {
+	if d.Client == nil {
+		return nil
+	}
+	return loopbackClasses{d.Client}
+}
+
+type loopbackClasses struct{ client kubernetes.Interface }
+
+func (l loopbackClasses) List(ctx context.Context) ([]*storagev1.StorageClass, error) {
+	list, err := l.client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*storagev1.StorageClass, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+func (l loopbackClasses) Get(ctx context.Context, name string) (*storagev1.StorageClass, error) {
+	return l.client.StorageV1().StorageClasses().Get(ctx, name, metav1.GetOptions{})
 }

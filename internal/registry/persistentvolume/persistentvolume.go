@@ -1,11 +1,12 @@
 // Package persistentvolume is the PersistentVolume strategy: a new volume
 // is Pending with the Retain policy and Filesystem mode, its spec is
 // validated as upstream (one volume source, storage capacity, access
-// modes), its source cannot change, and `kubectl get pv` shows capacity,
+// modes), it gets the pv-protection finalizer, its source cannot change, and `kubectl get pv` shows capacity,
 // access modes, claim and class.
 package persistentvolume
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"path"
@@ -66,6 +67,20 @@ func (strategy) Default(obj runtime.Object) {
 		validate.DefaultHostPath(pv.Spec.HostPath)
 	}
 	validate.RoundResources(pv.Spec.Capacity)
+}
+
+// Finalizer is upstream's kubernetes.io/pv-protection, which the
+// pv-protection controller removes once the volume is not Bound.
+const Finalizer = "kubernetes.io/pv-protection"
+
+// Admit is upstream's StorageObjectInUseProtection admission plugin: every
+// new volume gets the kubernetes.io/pv-protection finalizer.
+func (strategy) Admit(_ context.Context, obj runtime.Object) error {
+	pv := obj.(*corev1.PersistentVolume)
+	if !slices.Contains(pv.Finalizers, Finalizer) {
+		pv.Finalizers = append(pv.Finalizers, Finalizer)
+	}
+	return nil
 }
 
 // PrepareForCreate starts the volume Pending and records when it got there.

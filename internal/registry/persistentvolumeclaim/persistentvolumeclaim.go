@@ -1,7 +1,11 @@
 // Package persistentvolumeclaim is the PersistentVolumeClaim strategy: a
-// new claim is Pending, its spec is validated as upstream and frozen after
-// creation except for binding to a volume and resizing a bound claim, and
-// `kubectl get pvc` shows the bound volume's capacity and access modes.
+// new claim is Pending, gets the default StorageClass and the
+// pvc-protection finalizer (upstream's DefaultStorageClass and
+// StorageObjectInUseProtection admission), its spec is validated as
+// upstream and frozen after creation except for binding to a volume and
+// resizing a bound claim of a class that allows it (upstream's
+// PersistentVolumeClaimResize admission), and `kubectl get pvc` shows the
+// bound volume's capacity and access modes.
 package persistentvolumeclaim
 
 import (
@@ -21,8 +25,10 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/validate"
 )
 
-// Resource describes persistent volume claims.
-func Resource() *registry.Resource {
+// Resource describes persistent volume claims; classes, when set, gives
+// new claims the default StorageClass and allows resizing claims of the
+// classes that allow expansion.
+func Resource(classes Classes) *registry.Resource {
 	return &registry.Resource{
 		Kind:                corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
 		Resource:            "persistentvolumeclaims",
@@ -31,7 +37,7 @@ func Resource() *registry.Resource {
 		Namespaced:          true,
 		Status:              true,
 		ReturnDeletedObject: true,
-		Strategy:            strategy{},
+		Strategy:            strategy{classes: classes},
 		Columns:             columns(),
 		Fields: func(obj runtime.Object) fields.Set {
 			// "name" is an upstream bug kept for compatibility.
@@ -40,7 +46,10 @@ func Resource() *registry.Resource {
 	}
 }
 
-type strategy struct{ registry.Base }
+type strategy struct {
+	registry.Base
+	classes Classes
+}
 
 func (strategy) Default(obj runtime.Object) {
 	pvc := obj.(*corev1.PersistentVolumeClaim)

@@ -111,14 +111,14 @@ func TestUpdate(t *testing.T) {
 
 func TestColumns(t *testing.T) {
 	c := newClaim(func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("standard") })
-	if got := registrytest.TextRow(t, Resource().Columns, c); got != "data|Pending||||standard|<unset>|Filesystem" {
+	if got := registrytest.TextRow(t, Resource(nil).Columns, c); got != "data|Pending||||standard|<unset>|Filesystem" {
 		t.Errorf("pending cells = %s", got)
 	}
 	c.Spec.VolumeName = "pv1"
 	c.Status.Phase = corev1.ClaimBound
 	c.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}
 	c.Status.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
-	if got := registrytest.TextRow(t, Resource().Columns, c); got != "data|Bound|pv1|10Gi|RWO|standard|<unset>|Filesystem" {
+	if got := registrytest.TextRow(t, Resource(nil).Columns, c); got != "data|Bound|pv1|10Gi|RWO|standard|<unset>|Filesystem" {
 		t.Errorf("bound cells = %s", got)
 	}
 }

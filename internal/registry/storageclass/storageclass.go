@@ -203,3 +203,19 @@ func validateTopologies(terms []corev1.TopologySelectorTerm, fldPath *field.Path
 	}
 	return errs
 }
+
+// DefaultClass is upstream's GetDefaultClass: of the classes annotated as
+// the default, the newest, then the first by name; nil when none is.
+func DefaultClass(classes []*storagev1.StorageClass) *storagev1.StorageClass {
+	var best *storagev1.StorageClass
+	for _, c := range classes {
+		if !isDefault(c.Annotations) {
+			continue
+		}
+		if best == nil || c.CreationTimestamp.After(best.CreationTimestamp.Time) ||
+			c.CreationTimestamp.Equal(&best.CreationTimestamp) && c.Name < best.Name {
+			best = c
+		}
+	}
+	return best
+}
