@@ -170,7 +170,9 @@ func TestVolumeFilters(t *testing.T) {
 		}), local, pv("v", "local", "5Gi", "a"), pv("w", "local", "5Gi", "b", func(v *corev1.PersistentVolume) { v.Labels = map[string]string{"tier": "gold"} })},
 			nil, pod("p", usingClaims("data")), "b"},
 		{"PV taken by another claim", []runtime.Object{claim("data", ofClass("local")), local,
-			pv("v", "local", "5Gi", "", func(v *corev1.PersistentVolume) { v.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: "other"} })}, nil,
+			pv("v", "local", "5Gi", "", func(v *corev1.PersistentVolume) {
+				v.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: "other"}
+			})}, nil,
 			pod("p", usingClaims("data")), rejected("2 node(s) didn't find available persistent volumes to bind")},
 		{"provisioned anywhere", []runtime.Object{claim("data", ofClass("standard")), standard}, nil, pod("p", usingClaims("data"), selecting(corev1.LabelHostname, "b")), "b"},
 		{"provisioned where the class allows", []runtime.Object{claim("data", ofClass("zoned")), onlyA}, nil, pod("p", usingClaims("data")), "a"},
