@@ -283,6 +283,7 @@ func (c *Controller) reportMultiAttach(w *wanted, others []string) {
 			holders = append(holders, h.pods...)
 		}
 	}
+	slices.SortFunc(holders, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	prefix := fmt.Sprintf("Multi-Attach error for volume %q", w.pv.Name)
 	for _, p := range w.pods {
 		if len(holders) == 0 {
