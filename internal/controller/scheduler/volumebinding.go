@@ -21,6 +21,8 @@ import (
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/component-helpers/storage/ephemeral"
 	"k8s.io/component-helpers/storage/volume"
+
+	"github.com/svcnet/svcnet/internal/podutil"
 )
 
 // VolumeBinding is upstream's plugin of that name
@@ -161,7 +163,7 @@ func claimNames(pod *corev1.Pod) (names []string, isEphemeral []bool) {
 
 // podClaimKeys are namespace/name of the claims the pod uses.
 func podClaimKeys(pod *corev1.Pod) []string {
-	names, _ := claimNames(pod)
+	names := podutil.Claims(pod)
 	keys := make([]string, len(names))
 	for i, n := range names {
 		keys[i] = pod.Namespace + "/" + n
