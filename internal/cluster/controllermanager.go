@@ -32,6 +32,7 @@ import (
 
 	saauth "github.com/svcnet/svcnet/internal/auth/serviceaccount"
 	"github.com/svcnet/svcnet/internal/controller"
+	"github.com/svcnet/svcnet/internal/controller/attachdetach"
 	"github.com/svcnet/svcnet/internal/controller/bootstrapsigner"
 	"github.com/svcnet/svcnet/internal/controller/clusterroleaggregation"
 	"github.com/svcnet/svcnet/internal/controller/cronjob"
@@ -356,6 +357,10 @@ var knownControllers = []knownController{
 	}},
 	{tokencleaner.ControllerName, tokencleaner.Alias, func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := tokencleaner.New(d)
+		return runOf(c, err)
+	}},
+	{attachdetach.ControllerName, "attachdetach", func(ctx context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := attachdetach.New(ctx, d)
 		return runOf(c, err)
 	}},
 	{"scheduler", "", func(ctx context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {

@@ -27,6 +27,7 @@ import (
 // names, each bound by the default policy to system:controller:<name>.
 var controllerServiceAccounts = map[string]string{
 	"serviceaccount-controller":                      "service-account-controller",
+	"attachdetach-controller":                        "attachdetach-controller",
 	"root-ca-certificate-publisher-controller":       "root-ca-cert-publisher",
 	"clusterrole-aggregation-controller":             "clusterrole-aggregation-controller",
 	"endpoints-controller":                           "endpoint-controller",

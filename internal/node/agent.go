@@ -235,6 +235,9 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	if err != nil {
 		return err
 	}
+	if _, err := informer.Handle(nodes.Informer(), a.attachHandler()); err != nil {
+		return err
+	}
 	podInformers.Start(ctx.Done())
 	all.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), podsSynced, nodesSynced, services.Informer().HasSynced) {

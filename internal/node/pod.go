@@ -218,6 +218,7 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox
 		StdinOnce:  spec.StdinOnce,
 		TTY:        spec.TTY,
 		WaitReady:  cmd.builtin,
+		Groups:     containerGroups(pod),
 	}
 	a.event(pod, spec.Name, corev1.EventTypeNormal, "Created", "Created container: "+spec.Name)
 	if err := a.rt.start(string(pod.UID), cs); err != nil {

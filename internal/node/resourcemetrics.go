@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svcnet/svcnet/internal/node/procstat"
 )
@@ -72,35 +73,52 @@ func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, pod := range listPods(c.a.podLister) {
-		runs, err := c.a.rt.containers(string(pod.UID))
+		usage, err := c.a.measurePod(snap, pod)
 		if err != nil {
 			failed = 1
 			continue
 		}
 		var pu procstat.Usage
-		measured := false
-		for _, run := range runs {
-			if !run.Running() {
-				continue
-			}
-			u, ok := snap.Tree(run.State.PID)
-			if !ok {
-				continue
-			}
-			measured = true
+		for _, u := range usage {
 			pu.CPUSeconds += u.CPUSeconds
 			pu.MemoryBytes += u.MemoryBytes
-			labels := []string{run.Spec.Name, pod.Name, pod.Namespace}
+			labels := []string{u.name, pod.Name, pod.Namespace}
 			stamped(containerCPUDesc, prometheus.CounterValue, u.CPUSeconds, labels...)
 			stamped(containerMemoryDesc, prometheus.GaugeValue, float64(u.MemoryBytes), labels...)
-			stamped(containerStartDesc, prometheus.GaugeValue, float64(run.State.StartedAt.UnixNano())/1e9, labels...)
+			stamped(containerStartDesc, prometheus.GaugeValue, float64(u.started.UnixNano())/1e9, labels...)
 		}
-		if measured {
+		if len(usage) > 0 {
 			stamped(podCPUDesc, prometheus.CounterValue, pu.CPUSeconds, pod.Name, pod.Namespace)
 			stamped(podMemoryDesc, prometheus.GaugeValue, float64(pu.MemoryBytes), pod.Name, pod.Namespace)
 		}
 	}
 	stamped(scrapeErrorDesc, prometheus.GaugeValue, failed)
+}
+
+// containerUsage is what one running container of a pod uses.
+type containerUsage struct {
+	procstat.Usage
+	name    string
+	started time.Time
+}
+
+// measurePod is the usage of each of the pod's running containers that
+// snap finds.
+func (a *Agent) measurePod(snap *procstat.Snapshot, pod *corev1.Pod) ([]containerUsage, error) {
+	runs, err := a.rt.containers(string(pod.UID))
+	if err != nil {
+		return nil, err
+	}
+	var out []containerUsage
+	for _, run := range runs {
+		if !run.Running() {
+			continue
+		}
+		if u, ok := snap.Tree(run.State.PID); ok {
+			out = append(out, containerUsage{Usage: u, name: run.Spec.Name, started: run.State.StartedAt})
+		}
+	}
+	return out, nil
 }
 
 // slogPrinter logs promhttp's errors.

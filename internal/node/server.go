@@ -114,6 +114,7 @@ func (s *server) serve(ctx context.Context) error {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	mux.Handle("GET /metrics/resource", s.agent.resourceMetrics())
+	mux.HandleFunc("GET /stats/summary", s.agent.summary)
 	for _, m := range []string{"GET", "POST"} {
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", s.attach)

@@ -77,6 +77,9 @@ type containerSpec struct {
 	// WaitReady is set for a built-in program: the container counts as
 	// started once the program says it listens (builtin.ReadyFDEnv).
 	WaitReady bool `json:"waitReady,omitempty"`
+	// Groups are the process's supplementary groups (the pod's fsGroup
+	// and supplementalGroups); it runs as root.
+	Groups []uint32 `json:"groups,omitempty"`
 }
 
 // builtinStartTimeout bounds the wait for a built-in program to say it
@@ -168,6 +171,9 @@ func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, erro
 		Env:         spec.Env,
 		Dir:         spec.Dir,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if len(spec.Groups) > 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Groups: spec.Groups}
 	}
 	stdout, err := lw.stream("stdout")
 	if err != nil {

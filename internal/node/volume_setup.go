@@ -68,6 +68,8 @@ type volumeManager struct {
 	// failed holds each pod's volumes that the last set-up did not
 	// prepare, with the reason.
 	failed map[types.UID]error
+	// owned are each pod's volumes given to its fsGroup already.
+	owned map[types.UID]map[string]bool
 }
 
 // watchVolumeSources prepares the watches of what volumes project; each
@@ -87,6 +89,7 @@ func (a *Agent) watchVolumeSources(ctx context.Context) {
 		pvDir:  filepath.Join(a.cfg.DataDir, "pv"),
 		tokens: token.New(a.client),
 		failed: map[types.UID]error{},
+		owned:  map[types.UID]map[string]bool{},
 	}
 }
 
@@ -145,6 +148,9 @@ func (a *Agent) setUpVolumes(pod *corev1.Pod) time.Duration {
 			continue
 		}
 		errs = append(errs, fmt.Errorf("volume %q: %w", v.Name, err))
+		if errors.Is(err, errNotAttached) {
+			continue
+		}
 		if ce, ok := errors.AsType[*claimError](err); ok {
 			a.event(pod, "", corev1.EventTypeWarning, "FailedMount", fmt.Sprintf(
 				"Unable to attach or mount volumes: unmounted volumes=[%s], unattached volumes=[], failed to process volumes=[%s]: %v",
@@ -187,12 +193,18 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 			if src.EmptyDir.SizeLimit != nil {
 				size = src.EmptyDir.SizeLimit.Value()
 			}
-			return ensureTmpfs(dir, 0o777, size)
+			if err := ensureTmpfs(dir, 0o777, size); err != nil {
+				return err
+			}
+			return a.ownVolume(pod, v.Name, dir, false)
 		}
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return err
 		}
-		return os.Chmod(dir, 0o777)
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return err
+		}
+		return a.ownVolume(pod, v.Name, dir, false)
 	case src.HostPath != nil:
 		return checkHostPath(src.HostPath.Path, src.HostPath.Type)
 	case src.PersistentVolumeClaim != nil:
@@ -201,9 +213,14 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 			return err
 		}
 		if strings.HasPrefix(path, a.volumes.pvDir+"/") {
-			return os.MkdirAll(path, 0o755)
+			err = os.MkdirAll(path, 0o755)
+		} else {
+			err = checkHostPath(path, t)
 		}
-		return checkHostPath(path, t)
+		if err != nil {
+			return err
+		}
+		return a.ownVolume(pod, v.Name, path, src.PersistentVolumeClaim.ReadOnly)
 	case src.ConfigMap != nil:
 		cm, err := a.volumes.configMap(a.runCtx, pod.Namespace, src.ConfigMap.Name, optional(src.ConfigMap.Optional))
 		if err != nil {
@@ -335,6 +352,9 @@ func (a *Agent) claimPath(pod *corev1.Pod, name string) (string, *corev1.HostPat
 	if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID != "" && pv.Spec.ClaimRef.UID != claim.UID {
 		return "", nil, &claimError{pod: pod, claim: name, err: fmt.Errorf("the PV %s is bound to another claim", pv.Name)}
 	}
+	if !a.attached(pv) {
+		return "", nil, errNotAttached
+	}
 	switch {
 	case pv.Spec.HostPath != nil:
 		return pv.Spec.HostPath.Path, pv.Spec.HostPath.Type, nil
@@ -458,6 +478,7 @@ func (a *Agent) tearDownVolumes(uid string) error {
 	if a.volumes != nil {
 		a.volumes.mu.Lock()
 		delete(a.volumes.failed, types.UID(uid))
+		delete(a.volumes.owned, types.UID(uid))
 		a.volumes.mu.Unlock()
 		a.volumes.tokens.Forget(types.UID(uid))
 		a.volumes.configMaps.Unregister(types.UID(uid))

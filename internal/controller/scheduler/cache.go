@@ -37,6 +37,8 @@ type podInfo struct {
 	// spread, as upstream's.
 	terminating bool
 	affinityTerms
+	// claims are namespace/name of the claims the pod's volumes use.
+	claims []string
 }
 
 // scoresOthers tells whether the pod's terms take part in scoring the
@@ -123,11 +125,14 @@ type cache struct {
 	withAffinity map[*podInfo]struct{}
 	// numNodes counts the nodes that exist, for "0/N nodes are available".
 	numNodes int
+	// claimUsers counts the placed pods using each claim (namespace/name),
+	// for VolumeRestrictions.
+	claimUsers map[string]int
 }
 
 func newCache() *cache {
 	return &cache{nodes: map[string]*nodeInfo{}, pods: map[types.UID]*podInfo{},
-		antiAffinity: map[*podInfo]struct{}{}, withAffinity: map[*podInfo]struct{}{}}
+		antiAffinity: map[*podInfo]struct{}{}, withAffinity: map[*podInfo]struct{}{}, claimUsers: map[string]int{}}
 }
 
 // setNode adds or updates a Node.
@@ -171,6 +176,7 @@ func newPodInfo(pod *corev1.Pod, node string, assumed bool) *podInfo {
 		labels:        pod.Labels,
 		terminating:   pod.DeletionTimestamp != nil,
 		affinityTerms: compileAffinity(pod),
+		claims:        podClaimKeys(pod),
 	}
 }
 
@@ -190,6 +196,9 @@ func (c *cache) addPod(uid types.UID, p *podInfo) {
 	if p.scoresOthers() {
 		c.withAffinity[p] = struct{}{}
 	}
+	for _, k := range p.claims {
+		c.claimUsers[k]++
+	}
 }
 
 // removePod takes a pod off its node; it tells whether the pod was there.
@@ -201,6 +210,11 @@ func (c *cache) removePod(uid types.UID) bool {
 	delete(c.pods, uid)
 	delete(c.antiAffinity, p)
 	delete(c.withAffinity, p)
+	for _, k := range p.claims {
+		if c.claimUsers[k]--; c.claimUsers[k] <= 0 {
+			delete(c.claimUsers, k)
+		}
+	}
 	n := c.nodes[p.node]
 	n.removePod(p)
 	if n.node == nil && len(n.pods) == 0 {

@@ -58,6 +58,11 @@ type candidate struct {
 	// softSpread are the ScheduleAnyway spread constraints, for scoring;
 	// nil without any.
 	softSpread []spreadConstraint
+	// volumes are the pod's claims as VolumeBinding and
+	// VolumeRestrictions see them; nil without claims.
+	volumes *volumeState
+	// binder is the VolumeBinding plugin, nil where no claims are read.
+	binder *volumeBinding
 	// affinityScores and spreadScores are what scoring needs of the
 	// other pods, counted by prescore; nil when nothing needs it.
 	affinityScores topologyScores
@@ -117,6 +122,7 @@ func (c *candidate) info(node string) *podInfo {
 	return &podInfo{
 		node: node, requests: c.requests, nonZero: c.nonZero, ports: c.ports, owner: c.owner, assumed: true,
 		namespace: c.pod.Namespace, labels: c.pod.Labels, affinityTerms: c.affinityTerms,
+		claims: podClaimKeys(c.pod),
 	}
 }
 
@@ -232,7 +238,7 @@ func (c *candidate) untoleratedTaint(n *nodeInfo) bool {
 
 // fit runs upstream's filters in upstream's order (NodeUnschedulable,
 // TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit,
-// PodTopologySpread, InterPodAffinity) and returns the first one's
+// VolumeRestrictions, VolumeBinding, PodTopologySpread, InterPodAffinity) and returns the first one's
 // reasons, none when the node fits. resolvable tells whether evicting
 // pods from the node could make room, which is what preemption's part of
 // the message reports.
@@ -252,6 +258,14 @@ func (c *candidate) fit(n *nodeInfo) (reasons []string, resolvable bool) {
 	}
 	if reasons, resolvable = c.fitResources(n); len(reasons) > 0 {
 		return reasons, resolvable
+	}
+	if c.volumes != nil {
+		if reason, resolvable := c.volumes.fitVolumeRestrictions(); reason != "" {
+			return []string{reason}, resolvable
+		}
+		if reasons := c.binder.filter(c.volumes, node); len(reasons) > 0 {
+			return reasons, false
+		}
 	}
 	if c.topology != nil {
 		if reason, resolvable := c.topology.fit(node); reason != "" {
@@ -311,6 +325,9 @@ type diagnosis struct {
 	nodes      int
 	filter     map[string]int
 	preemption map[string]int
+	// preFilter is the message of a PreFilter plugin that rejected the
+	// pod before any node was looked at.
+	preFilter string
 }
 
 func newDiagnosis(nodes int) *diagnosis {
@@ -328,13 +345,25 @@ func (d *diagnosis) add(reasons []string, resolvable bool) {
 	}
 }
 
+// rejectAll records a PreFilter's UnschedulableAndUnresolvable verdict,
+// which is every node's.
+func (d *diagnosis) rejectAll(msg string) {
+	d.preFilter = msg
+	d.preemption[preemptionNotHelpful] = d.nodes
+}
+
 // message is upstream's FitError text: the count of nodes, each reason
-// with the number of nodes that gave it (sorted as strings), then what
-// preemption found, e.g.
+// with the number of nodes that gave it (sorted as strings) or the
+// PreFilter's message, then what preemption found, e.g.
 //
 //	0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s). preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.
+//	0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.
 func (d *diagnosis) message(pod *corev1.Pod) string {
-	msg := fmt.Sprintf("0/%d nodes are available: %s.", d.nodes, histogram(d.filter))
+	reasons := d.preFilter
+	if reasons == "" {
+		reasons = histogram(d.filter)
+	}
+	msg := fmt.Sprintf("0/%d nodes are available: %s.", d.nodes, reasons)
 	if p := pod.Spec.PreemptionPolicy; p != nil && *p == corev1.PreemptNever {
 		return msg + " preemption: not eligible due to preemptionPolicy=Never."
 	}

@@ -296,25 +296,25 @@ func TestAntiAffinitySpreadsReplicas(t *testing.T) {
 	}
 	used := map[string]bool{}
 	for i := range 3 {
-		chosen, msg, _ := s.schedule(replica(i))
+		chosen, _, msg, _ := s.schedule(replica(i))
 		if chosen == "" || used[chosen] {
 			t.Fatalf("replica %d on %q (%s), after %v", i, chosen, msg, used)
 		}
 		used[chosen] = true
 	}
-	_, msg, _ := s.schedule(replica(3))
+	_, _, msg, _ := s.schedule(replica(3))
 	if want := unavailable(3, "3 node(s) didn't match pod anti-affinity rules", "3 "+noVictims); msg != want {
 		t.Errorf("fourth replica: got\n%s\nwant\n%s", msg, want)
 	}
 	// A pod the replicas' anti-affinity selects is kept off their nodes
 	// too, by their terms, not its own.
-	_, msg, _ = s.schedule(pod("other", withLabels("app", "web")))
+	_, _, msg, _ = s.schedule(pod("other", withLabels("app", "web")))
 	if want := unavailable(3, "3 node(s) didn't satisfy existing pods anti-affinity rules", "3 "+noVictims); msg != want {
 		t.Errorf("a pod the replicas repel: got\n%s\nwant\n%s", msg, want)
 	}
 	// A replica that goes makes room for the fourth on its node.
 	s.cache.forget("uid-web-1")
-	if chosen, msg, _ := s.schedule(replica(3)); chosen == "" {
+	if chosen, _, msg, _ := s.schedule(replica(3)); chosen == "" {
 		t.Errorf("no room after a replica went: %s", msg)
 	}
 }
@@ -325,7 +325,7 @@ func TestSpreadBurst(t *testing.T) {
 	s := offline(nodes(node("a1", inZone("z1")), node("a2", inZone("z1")), node("b1", inZone("z2"))))
 	per := map[string]int{}
 	for i := range 6 {
-		chosen, msg, _ := s.schedule(pod(fmt.Sprintf("p%d", i), withLabels("app", "web"), spreadOver(zone, "web", 1)))
+		chosen, _, msg, _ := s.schedule(pod(fmt.Sprintf("p%d", i), withLabels("app", "web"), spreadOver(zone, "web", 1)))
 		if chosen == "" {
 			t.Fatalf("pod %d: %s", i, msg)
 		}

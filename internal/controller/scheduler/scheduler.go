@@ -3,15 +3,19 @@
 // to a node, through the pods/binding subresource, as upstream's default
 // profile would choose it. Nodes are filtered (cordoned, untolerated
 // taints, node selector and required node affinity, host ports, resource
-// requests against allocatable, DoNotSchedule topology spread
-// constraints, required pod affinity and anti-affinity, the pod's own and
-// that of the pods already placed) and the rest scored (PreferNoSchedule
+// requests against allocatable, ReadWriteOncePod claims in use, the
+// pod's claims and their volumes (VolumeBinding, see volumebinding.go),
+// DoNotSchedule topology spread constraints, required pod affinity and
+// anti-affinity, the pod's own and that of the pods already placed) and
+// the rest scored (PreferNoSchedule
 // taints, preferred node affinity, preferred pod affinity and
 // anti-affinity, ScheduleAnyway spread constraints or, for a pod without
 // spread constraints, spreading its controller's pods, least allocated).
 // A pod that fits nowhere gets upstream's PodScheduled=False condition and
-// FailedScheduling event, and is tried again with backoff when a node or a
-// pod changes in a way that may make room.
+// FailedScheduling event, and is tried again with backoff when a node, a
+// pod, a claim, a PV or a StorageClass changes in a way that may make
+// room. A pod whose claims wait for their first consumer is bound in a
+// binding cycle of its own, once the claims are bound.
 //
 // The scheduler keeps per-node sums of what the pods on each node
 // request, updated pod by pod from the informers, so that placing a pod
@@ -29,6 +33,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -36,6 +41,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,11 +81,14 @@ type Options struct {
 	// NoNodesReason, when set, says why the cluster has no nodes; it ends
 	// the FailedScheduling message of pods that wait for one.
 	NoNodesReason string
+	// BindTimeout bounds the wait of a placed pod for its claims to be
+	// bound (VolumeBindingArgs' bindTimeoutSeconds).
+	BindTimeout time.Duration
 }
 
 // DefaultOptions are kube-scheduler's defaults.
 func DefaultOptions() Options {
-	return Options{Parallelism: 16, QPS: 50, Burst: 100, InitialBackoff: time.Second, MaxBackoff: 10 * time.Second}
+	return Options{Parallelism: 16, QPS: 50, Burst: 100, InitialBackoff: time.Second, MaxBackoff: 10 * time.Second, BindTimeout: DefaultBindTimeout}
 }
 
 // Scheduler places pods on nodes.
@@ -93,6 +102,12 @@ type Scheduler struct {
 	recorder   record.EventRecorder
 	queue      *controller.Queue[string]
 	synced     []toolscache.InformerSynced
+	// volumes is the VolumeBinding plugin; nil in tests that place pods
+	// without claims.
+	volumes *volumeBinding
+	// bindings are the binding cycles that wait for a pod's claims, each
+	// in a goroutine of its own as upstream's binding cycle.
+	bindings sync.WaitGroup
 
 	mu    sync.Mutex
 	cache *cache
@@ -126,7 +141,28 @@ func New(ctx context.Context, d controller.Deps, eventClient kubernetes.Interfac
 		attempts:   map[string]*attempts{},
 	}
 	s.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "scheduler", Sync: s.sync})
+	pvcs, pvs := core.PersistentVolumeClaims(), core.PersistentVolumes()
+	classes := d.Informers.Storage().V1().StorageClasses()
+	s.volumes = &volumeBinding{
+		client: d.Client, pvcs: pvcs.Lister(), pvs: pvs.Lister(), classes: classes.Lister(),
+		pods: s.pods, timeout: opts.BindTimeout,
+	}
+	volumesChanged := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.volumeChanged() },
+		UpdateFunc: func(any, any) { s.volumeChanged() },
+	}
 	synced, err := informer.Register(
+		informer.Handler{Informer: pvcs.Informer(), Handler: volumesChanged},
+		informer.Handler{Informer: pvs.Informer(), Handler: volumesChanged},
+		informer.Handler{Informer: classes.Informer(), Handler: toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { s.retryUnschedulable() },
+			UpdateFunc: func(oldObj, obj any) {
+				old, _ := oldObj.(*storagev1.StorageClass)
+				if cur, ok := obj.(*storagev1.StorageClass); ok && storageClassChanged(old, cur) {
+					s.retryUnschedulable()
+				}
+			},
+		}},
 		informer.Handler{Informer: core.Pods().Informer(), Handler: toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { s.podChanged(nil, obj) },
 			UpdateFunc: s.podChanged,
@@ -145,9 +181,17 @@ func New(ctx context.Context, d controller.Deps, eventClient kubernetes.Interfac
 	return s, nil
 }
 
-// Run places pods until ctx ends.
+// Run places pods until ctx ends, then waits for the binding cycles.
 func (s *Scheduler) Run(ctx context.Context) {
 	s.queue.Run(ctx, s.opts.Parallelism, s.synced...)
+	s.bindings.Wait()
+}
+
+// volumeChanged wakes the pods that wait for their claims to be bound,
+// and retries those that found no volume: a claim or a PV may fit now.
+func (s *Scheduler) volumeChanged() {
+	s.volumes.changed.notify()
+	s.retryUnschedulable()
 }
 
 // podChanged keeps the sums of assigned pods and queues pods to place.
@@ -304,34 +348,81 @@ func (s *Scheduler) sync(ctx context.Context, key string) error {
 		s.forgetAttempts(key)
 		return nil
 	}
-	node, unschedulable, busy := s.schedule(pod)
+	node, vols, unschedulable, busy := s.schedule(pod)
 	switch {
 	case busy:
 		return nil
 	case unschedulable != "":
-		return s.failed(ctx, key, pod, unschedulable)
+		return s.failed(ctx, key, pod, corev1.PodReasonUnschedulable, unschedulable)
+	case vols != nil:
+		s.bindings.Go(func() { s.bindVolumesAndPod(ctx, key, pod, node, vols) })
+		return nil
 	}
 	return s.bind(ctx, key, pod, node)
 }
 
-// schedule chooses a node for pod and assumes the pod onto it, or says
-// why no node fits. busy means the pod is already assumed: its binding is
-// under way.
-func (s *Scheduler) schedule(pod *corev1.Pod) (node, unschedulable string, busy bool) {
+// bindVolumesAndPod is the binding cycle of a pod whose claims need
+// binding: VolumeBinding's PreBind, then the pod's binding. A failure
+// gives the pod back to the queue, after its backoff, as upstream's
+// binding cycle does.
+func (s *Scheduler) bindVolumesAndPod(ctx context.Context, key string, pod *corev1.Pod, node string, vols *podVolumes) {
+	err := s.volumes.preBind(ctx, pod, node, vols, func() *corev1.Node {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if n := s.cache.nodes[node]; n != nil {
+			return n.node
+		}
+		return nil
+	})
+	s.mu.Lock()
+	s.volumes.forget(vols)
+	if err != nil {
+		s.cache.forget(pod.UID)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		if _, gone := s.pods.Pods(pod.Namespace).Get(pod.Name); ctx.Err() != nil || apierrors.IsNotFound(gone) {
+			return
+		}
+		msg := fmt.Sprintf("running PreBind plugin %q: %v", volumeBindingName, err)
+		if err := s.failed(ctx, key, pod, corev1.PodReasonSchedulerError, msg); err != nil {
+			slog.Error("Error scheduling pod", "pod", key, "err", err)
+		}
+		return
+	}
+	if err := s.bind(ctx, key, pod, node); err != nil {
+		slog.Error("Error scheduling pod", "pod", key, "err", err)
+		s.enqueue(key)
+	}
+}
+
+// schedule chooses a node for pod and assumes the pod onto it, with the
+// claims it needs bound there (nil when they all are), or says why no
+// node fits. busy means the pod is already assumed: its binding is under
+// way.
+func (s *Scheduler) schedule(pod *corev1.Pod) (node string, vols *podVolumes, unschedulable string, busy bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.cache.pods[pod.UID]; ok {
-		return "", "", true
+		return "", nil, "", true
 	}
 	if s.cache.numNodes == 0 {
 		if s.opts.NoNodesReason != "" {
-			return "", errNoNodes + ": " + s.opts.NoNodesReason, false
+			return "", nil, errNoNodes + ": " + s.opts.NoNodesReason, false
 		}
-		return "", errNoNodes, false
+		return "", nil, errNoNodes, false
 	}
 	c := newCandidate(pod)
-	c.prepare(s.cache, s.namespaces)
 	d := newDiagnosis(s.cache.numNodes)
+	if s.volumes != nil {
+		var rejected string
+		if c.volumes, rejected = s.volumes.preFilter(pod, s.cache); rejected != "" {
+			d.rejectAll(rejected)
+			return "", nil, d.message(pod), false
+		}
+		c.binder = s.volumes
+	}
+	c.prepare(s.cache, s.namespaces)
 	nodes := make([]feasible, 0, s.cache.numNodes)
 	for name, n := range s.cache.nodes {
 		if n.node == nil {
@@ -344,12 +435,15 @@ func (s *Scheduler) schedule(pod *corev1.Pod) (node, unschedulable string, busy 
 		nodes = append(nodes, feasible{name: name, info: n})
 	}
 	if len(nodes) == 0 {
-		return "", d.message(pod), false
+		return "", nil, d.message(pod), false
 	}
 	c.prescore(s.cache, s.namespaces, nodes)
 	node = c.pick(nodes, s.rng)
 	s.cache.addPod(pod.UID, c.info(node))
-	return node, "", false
+	if c.volumes != nil {
+		vols = s.volumes.assume(c.volumes, node)
+	}
+	return node, vols, "", false
 }
 
 // bind assigns the pod to its chosen node, as upstream's DefaultBinder.
@@ -375,10 +469,11 @@ func (s *Scheduler) bind(ctx context.Context, key string, pod *corev1.Pod, node 
 	return nil
 }
 
-// failed records an attempt that found no node: the FailedScheduling
-// event, the PodScheduled condition, and a retry after at most
-// maxUnschedulable.
-func (s *Scheduler) failed(ctx context.Context, key string, pod *corev1.Pod, msg string) error {
+// failed records an attempt that found no node, or (reason
+// SchedulerError) whose binding failed: the FailedScheduling event, the
+// PodScheduled condition, and a retry after at most maxUnschedulable, or
+// after the backoff for an error.
+func (s *Scheduler) failed(ctx context.Context, key string, pod *corev1.Pod, reason, msg string) error {
 	s.mu.Lock()
 	a := s.attempts[key]
 	if a == nil {
@@ -389,17 +484,21 @@ func (s *Scheduler) failed(ctx context.Context, key string, pod *corev1.Pod, msg
 	a.last = time.Now()
 	a.waitsOnPods = waitsOnPods(pod)
 	s.mu.Unlock()
-	s.queue.AddAfter(key, maxUnschedulable)
+	if reason == corev1.PodReasonSchedulerError {
+		s.enqueue(key)
+	} else {
+		s.queue.AddAfter(key, maxUnschedulable)
+	}
 	s.recorder.Event(pod, corev1.EventTypeWarning, "FailedScheduling", msg)
-	return s.setUnschedulable(ctx, pod, msg)
+	return s.setUnschedulable(ctx, pod, reason, msg)
 }
 
-// setUnschedulable sets PodScheduled=False, reason Unschedulable, unless
+// setUnschedulable sets PodScheduled=False with reason and msg, unless
 // the pod says so already.
-func (s *Scheduler) setUnschedulable(ctx context.Context, pod *corev1.Pod, msg string) error {
+func (s *Scheduler) setUnschedulable(ctx context.Context, pod *corev1.Pod, reason, msg string) error {
 	cond := corev1.PodCondition{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-		Reason: corev1.PodReasonUnschedulable, Message: msg,
+		Reason: reason, Message: msg,
 		ObservedGeneration: pod.Generation,
 		LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second)),
 	}

@@ -258,7 +258,7 @@ type placement struct {
 // message that says why there is none.
 func wantSchedule(t *testing.T, s *Scheduler, pod *corev1.Pod, want string) {
 	t.Helper()
-	chosen, msg, busy := s.schedule(pod)
+	chosen, _, msg, busy := s.schedule(pod)
 	if busy {
 		t.Fatal("a new pod is busy")
 	}
@@ -278,7 +278,7 @@ func TestMessageSortsCountsAsStrings(t *testing.T) {
 			list = append(list, node(fmt.Sprintf("c%d", i), func(n *corev1.Node) { n.Spec.Unschedulable = true }))
 		}
 	}
-	_, msg, _ := offline(list).schedule(pod("p"))
+	_, _, msg, _ := offline(list).schedule(pod("p"))
 	want := "0/12 nodes are available: 10 node(s) had untolerated taint(s), 2 node(s) were unschedulable. preemption: 0/12 nodes are available: 12 " + notHelpful + "."
 	if msg != want {
 		t.Errorf("got\n%s\nwant\n%s", msg, want)
@@ -319,7 +319,7 @@ func TestScoring(t *testing.T) {
 func wantChoice(t *testing.T, nodes []*corev1.Node, assigned []*corev1.Pod, pod *corev1.Pod, want string) {
 	t.Helper()
 	for range 20 {
-		if chosen, msg, _ := offline(nodes, assigned...).schedule(pod); chosen != want {
+		if chosen, _, msg, _ := offline(nodes, assigned...).schedule(pod); chosen != want {
 			t.Fatalf("chose %q (%s), want %s", chosen, msg, want)
 		}
 	}
@@ -332,7 +332,7 @@ func TestTiesAreRandom(t *testing.T) {
 	won := map[string]int{}
 	for i := range 300 {
 		p := pod(fmt.Sprintf("p%d", i))
-		chosen, _, _ := s.schedule(p)
+		chosen, _, _, _ := s.schedule(p)
 		won[chosen]++
 		s.cache.removePod(p.UID)
 	}
@@ -349,7 +349,7 @@ func TestAssumedPodsCount(t *testing.T) {
 	s := offline(nodes(node("a", allocatableOf("1", "4Gi", "110")), node("b", allocatableOf("1", "4Gi", "110"))))
 	per := map[string]int{}
 	for i := range 4 {
-		chosen, msg, _ := s.schedule(pod(fmt.Sprintf("p%d", i), requesting("500m", ""), ownedBy("rs")))
+		chosen, _, msg, _ := s.schedule(pod(fmt.Sprintf("p%d", i), requesting("500m", ""), ownedBy("rs")))
 		if chosen == "" {
 			t.Fatalf("pod %d: %s", i, msg)
 		}
@@ -358,16 +358,16 @@ func TestAssumedPodsCount(t *testing.T) {
 	if per["a"] != 2 || per["b"] != 2 {
 		t.Errorf("burst placed %v, want 2 on each", per)
 	}
-	if _, _, busy := s.schedule(pod("p0", requesting("500m", ""))); !busy {
+	if _, _, _, busy := s.schedule(pod("p0", requesting("500m", ""))); !busy {
 		t.Error("an assumed pod was placed again")
 	}
-	_, msg, _ := s.schedule(pod("p4", requesting("500m", "")))
+	_, _, msg, _ := s.schedule(pod("p4", requesting("500m", "")))
 	if want := "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 " + noVictims + "."; msg != want {
 		t.Errorf("fifth pod: %q, want %q", msg, want)
 	}
 	// A binding that failed gives the room back.
 	s.cache.forget("uid-p0")
-	if chosen, msg, _ := s.schedule(pod("p4", requesting("500m", ""))); chosen == "" {
+	if chosen, _, msg, _ := s.schedule(pod("p4", requesting("500m", ""))); chosen == "" {
 		t.Errorf("no room after forgetting an assumed pod: %s", msg)
 	}
 }
@@ -440,10 +440,15 @@ func (b *binder) perNode() map[string]int {
 
 func start(t *testing.T, hold bool, objects ...runtime.Object) (*fake.Clientset, *binder) {
 	t.Helper()
+	return startWith(t, hold, DefaultOptions(), objects...)
+}
+
+// startWith runs the scheduler with opts, its backoff made short.
+func startWith(t *testing.T, hold bool, opts Options, objects ...runtime.Object) (*fake.Clientset, *binder) {
+	t.Helper()
 	cs := controllertest.NewClient(objects...)
 	b := newBinder(cs)
 	b.hold = hold
-	opts := DefaultOptions()
 	opts.InitialBackoff, opts.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
 	controllertest.Start(t, cs, func(ctx context.Context, d controller.Deps) []func(context.Context) {
 		s, err := New(ctx, d, cs, opts)
