@@ -90,10 +90,6 @@ func (c *nodeCluster) waitClaimEvent(name, component, reason, message string) {
 // pod; Delete and Retain; a static hostPath volume bound by selector while
 // a bigger claim waits with upstream's event; pvc-protection; resizing;
 // the shared class; and bad claims refused as upstream refuses them.
-//
-// The scheduler does not select nodes for WaitForFirstConsumer claims yet
-// (another change does): this test annotates the claims with
-// volume.kubernetes.io/selected-node itself, as the scheduler will.
 func TestPersistentVolumes(t *testing.T) {
 	c := startNodeCluster(t)
 	eventually(t, 30*time.Second, func() string {
@@ -118,7 +114,11 @@ func TestPersistentVolumes(t *testing.T) {
 	}
 	c.waitClaimEvent("data", "persistentvolume-controller", "WaitForFirstConsumer", "waiting for first consumer to be created before binding")
 	c.claimPod("writer", "data", "echo kept > /data/file; sleep 3600")
-	c.must("annotate", "pvc", "data", "volume.kubernetes.io/selected-node="+nodeName)
+	// The scheduler names the pod's node on the claim for its provisioner.
+	c.waitPhase("pvc", "data", "Bound", 30*time.Second)
+	if got := c.jsonpath("pvc", "data", `{.metadata.annotations.volume\.kubernetes\.io/selected-node}`); got != nodeName {
+		t.Errorf("claim data: selected-node %q, want %q", got, nodeName)
+	}
 	c.waitPhase("pvc", "data", "Bound", 30*time.Second)
 	pv := c.jsonpath("pvc", "data", "{.spec.volumeName}")
 	c.waitClaimEvent("data", "svcnet.io/local-path_"+nodeName, "ProvisioningSucceeded", "Successfully provisioned volume "+pv)
@@ -188,7 +188,6 @@ volumeBindingMode: WaitForFirstConsumer
 `, "apply", "-f", "-")
 	c.withStdin(claimManifest("kept", "keep", "1Gi", "ReadWriteOnce", ""), "apply", "-f", "-")
 	c.claimPod("keeper", "kept", "echo retained > /data/file; sleep 3600")
-	c.must("annotate", "pvc", "kept", "volume.kubernetes.io/selected-node="+nodeName)
 	c.waitReady("keeper", "True", 30*time.Second)
 	kept := c.jsonpath("pvc", "kept", "{.spec.volumeName}")
 	keptDir := c.jsonpath("pv", kept, "{.spec.hostPath.path}")
