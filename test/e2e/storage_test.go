@@ -296,3 +296,51 @@ spec:
 		t.Errorf("claim of a missing class is %s", got)
 	}
 }
+
+// TestPersistentVolumesTwoNodes runs on `svcnet up --nodes 2`: a shared
+// ReadWriteMany claim mounted by a pod on each node, each pod seeing the
+// other's writes; and a standard claim selected for the second node (by
+// hand, as the scheduler will) made by that node's provisioner, in its
+// data dir, pinned to it.
+func TestPersistentVolumesTwoNodes(t *testing.T) {
+	m := newMachine(t)
+	prefix := fmt.Sprintf("pv%d", os.Getpid())
+	c := startOnMachine(t, m, "--nodes", "2", "--node-name", prefix, "--disable", "ingress")
+	nodes := [2]string{prefix + "-1", prefix + "-2"}
+	podOn := func(name, node, claim, script string) {
+		c.withStdin(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  nodeName: %s
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: busybox
+    command: [sh, -c, %q]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - {name: data, persistentVolumeClaim: {claimName: %s}}
+`, name, node, script, claim), "apply", "-f", "-")
+	}
+
+	c.withStdin(claimManifest("common", "shared", "1Gi", "ReadWriteMany", ""), "apply", "-f", "-")
+	c.waitPhase("pvc", "common", "Bound", 60*time.Second)
+	for i, node := range nodes {
+		me, other := fmt.Sprint("pod", i+1), fmt.Sprint("pod", 2-i)
+		podOn(me, node, "common", fmt.Sprintf("echo hello-from-%s > /data/%s; while ! cat /data/%s; do sleep 1; done; sleep 3600", me, me, other))
+	}
+	c.waitLog("pod1", "main", "hello-from-pod2", 60*time.Second)
+	c.waitLog("pod2", "main", "hello-from-pod1", 60*time.Second)
+
+	c.withStdin(claimManifest("local", "standard", "1Gi", "ReadWriteOnce", ""), "apply", "-f", "-")
+	podOn("local-user", nodes[1], "local", "echo on-node-2 > /data/file; cat /data/file; sleep 3600")
+	c.must("annotate", "pvc", "local", "volume.kubernetes.io/selected-node="+nodes[1])
+	c.waitPhase("pvc", "local", "Bound", 60*time.Second)
+	pv := c.jsonpath("pvc", "local", "{.spec.volumeName}")
+	if got := c.jsonpath("pv", pv, "{.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]} {.spec.hostPath.path}"); got != nodes[1]+" "+filepath.Join(defaultDataDir, "nodes", nodes[1], "local-path-provisioner", pv+"_default_local") {
+		t.Errorf("volume of the second node: %s", got)
+	}
+	c.waitClaimEvent("local", "svcnet.io/local-path_"+nodes[1], "ProvisioningSucceeded", "Successfully provisioned volume "+pv)
+	c.waitLog("local-user", "main", "on-node-2", 60*time.Second)
+}
