@@ -299,9 +299,9 @@ spec:
 
 // TestPersistentVolumesTwoNodes runs on `svcnet up --nodes 2`: a shared
 // ReadWriteMany claim mounted by a pod on each node, each pod seeing the
-// other's writes; and a standard claim selected for the second node (by
-// hand, as the scheduler will) made by that node's provisioner, in its
-// data dir, pinned to it.
+// other's writes; and a standard claim of a pod the scheduler places on
+// the second node (by its hostname label), made by that node's
+// provisioner, in its data dir, pinned to it.
 func TestPersistentVolumesTwoNodes(t *testing.T) {
 	m := newMachine(t)
 	prefix := fmt.Sprintf("pv%d", os.Getpid())
@@ -312,7 +312,7 @@ func TestPersistentVolumesTwoNodes(t *testing.T) {
 kind: Pod
 metadata: {name: %s}
 spec:
-  nodeName: %s
+  nodeSelector: {kubernetes.io/hostname: %s}
   terminationGracePeriodSeconds: 2
   containers:
   - name: main
@@ -335,7 +335,6 @@ spec:
 
 	c.withStdin(claimManifest("local", "standard", "1Gi", "ReadWriteOnce", ""), "apply", "-f", "-")
 	podOn("local-user", nodes[1], "local", "echo on-node-2 > /data/file; cat /data/file; sleep 3600")
-	c.must("annotate", "pvc", "local", "volume.kubernetes.io/selected-node="+nodes[1])
 	c.waitPhase("pvc", "local", "Bound", 60*time.Second)
 	pv := c.jsonpath("pvc", "local", "{.spec.volumeName}")
 	if got := c.jsonpath("pv", pv, "{.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]} {.spec.hostPath.path}"); got != nodes[1]+" "+filepath.Join(defaultDataDir, "nodes", nodes[1], "local-path-provisioner", pv+"_default_local") {
