@@ -282,8 +282,10 @@ func (r *registration) status(old *corev1.NodeStatus) corev1.NodeStatus {
 			ready,
 		},
 		NodeInfo: r.nodeInfo(),
+	}
+	if old != nil {
 		// The attach/detach controller's to write.
-		VolumesAttached: old.VolumesAttached,
+		st.VolumesAttached = old.VolumesAttached
 	}
 	if a.nodeIP != nil {
 		st.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: a.nodeIP.String()}, {Type: corev1.NodeHostName, Address: a.cfg.NodeName}}
