@@ -25,11 +25,14 @@ spec:
 %s`, name, mode, size, classLine, extra)
 }
 
-// claimPod is a busybox pod on the test's node that runs script with
-// claim mounted at /data.
+// claimPod is a busybox pod, placed by the scheduler (on the test's one
+// node), that runs script with claim mounted at /data.
 func (c *nodeCluster) claimPod(name, claim, script string) {
 	c.t.Helper()
-	c.pod(name, "busybox", fmt.Sprintf(`    command: [sh, -c, %q]
+	c.scheduledPod(name, fmt.Sprintf(`  containers:
+  - name: main
+    image: busybox
+    command: [sh, -c, %q]
     volumeMounts: [{name: data, mountPath: /data}]
   volumes:
   - {name: data, persistentVolumeClaim: {claimName: %s}}
