@@ -27,6 +27,7 @@ func nodeFlags(f *pflag.FlagSet, o *cluster.NodeOptions, listen string) {
 	f.StringVar(&o.ImageTable, "image-table", "", "YAML file mapping images to built-in programs, host executables or commands, over the defaults")
 	f.StringVar(&o.ProxyMode, "proxy-mode", cluster.ProxyModeNFTables, "the Service proxy's mode: nftables (falls back to userspace where nftables cannot be used) or userspace")
 	f.DurationVar(&o.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", 5*time.Minute, "how long the Node keeps a pressure condition (DiskPressure) after its signal was last seen, as the kubelet's flag")
+	f.IntVar(&o.MaxPods, "max-pods", 110, "the number of pods the node can run (its pods capacity), as the kubelet's flag")
 	f.StringVar(&o.ProxyMetrics, "proxy-metrics-bind-address", "", "host:port serving the Service proxy's /metrics over HTTP, kube-proxy's names (default: not served)")
 }
 

@@ -60,6 +60,8 @@ type NodeOptions struct {
 	// ListenInNodeNamespace.
 	ListenAddress         string
 	ListenInNodeNamespace bool
+	// MaxPods is the node's pods capacity (0: the kubelet's 110).
+	MaxPods int
 	// EvictionPressureTransitionPeriod is how long the node reports a
 	// pressure condition after its signal was last seen (default 5m).
 	EvictionPressureTransitionPeriod time.Duration
@@ -175,6 +177,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		ClusterDNS:               o.ClusterDNS,
 		ClusterDomain:            o.ClusterDomain,
 		PressureTransitionPeriod: o.EvictionPressureTransitionPeriod,
+		MaxPods:                  o.MaxPods,
 		Images:                   images,
 		StopPodsOnExit:           o.StopPodsOnExit,
 		Version:                  KubernetesVersion,

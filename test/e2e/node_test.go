@@ -119,6 +119,30 @@ func reapNode(t *testing.T, dataDir string) {
 		t.Errorf("pod namespace %s left after the cluster stopped", m)
 		_ = syscall.Unmount(m, syscall.MNT_DETACH)
 	}
+	// A container whose state is gone with its pod's directory is found
+	// by its shim's command line, which names the directory (not for up
+	// on a machine: its shims name the directory as its own mount
+	// namespace shows it, /var/lib/svcnet, as every machine's do).
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range procs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) < 4 || args[1] != "node" || args[2] != "shim" || !strings.HasPrefix(args[3], dataDir+"/") {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		t.Errorf("container shim %d (%s) still running after the cluster stopped", pid, args[3])
+		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		for _, c := range strings.Fields(string(children)) {
+			if child, err := strconv.Atoi(c); err == nil {
+				_ = syscall.Kill(-child, syscall.SIGKILL)
+			}
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 }
 
 // pod applies a one-container pod bound to the test's node, labelled

@@ -69,6 +69,21 @@ func TestStatefulSetWeb(t *testing.T) {
 	c.createNamespace(ns)
 	k := startFakeKubelet(t, c.clientset(), ns)
 	k.hold()
+	// The control plane alone has no provisioner: a volume of the default
+	// class for each claim, which the scheduler pre-binds (the fake
+	// kubelet mounts nothing).
+	for i := range 3 {
+		c.withStdin(fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata: {name: sts-www-%d}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: standard
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: /tmp/svcnet-e2e-sts-www-%d}
+`, i, i), "apply", "-f", "-")
+	}
 	c.withStdin(statefulSetWeb, "apply", "-n", ns, "-f", "-")
 
 	// stsField reads one field of the set's status.

@@ -15,31 +15,6 @@ import (
 	svccluster "github.com/svcnet/svcnet/internal/cluster"
 )
 
-// The PV controller (binding, phases) is not what these tests are about:
-// where a test needs it, it plays it with idempotent patches, the same
-// writes the controller makes, so that the test holds with or without
-// one running.
-
-// makeAvailable sets PVs' phase Available, as the PV controller does for
-// a new PV with no claim.
-func (c *nodeCluster) makeAvailable(pvs ...string) {
-	c.t.Helper()
-	for _, pv := range pvs {
-		c.must("patch", "pv", pv, "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Available"}}`)
-	}
-}
-
-// completeBinding finishes binding a claim to the PV its claimRef names,
-// as the PV controller does: volumeName and bind-completed on the claim,
-// both Bound.
-func (c *nodeCluster) completeBinding(claim, pv string) {
-	c.t.Helper()
-	c.must("patch", "pvc", claim, "--type=merge", "-p", fmt.Sprintf(
-		`{"metadata":{"annotations":{"pv.kubernetes.io/bind-completed":"yes"}},"spec":{"volumeName":%q}}`, pv))
-	c.must("patch", "pvc", claim, "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Bound"}}`)
-	c.must("patch", "pv", pv, "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Bound"}}`)
-}
-
 // boundPair makes a PV and a claim bound to each other from the start
 // (claimRef and volumeName both set), with extra PV spec lines.
 func (c *nodeCluster) boundPair(pv, claim, mode, pvSpec string) {
@@ -61,7 +36,7 @@ spec:
   volumeName: %[1]s
   resources: {requests: {storage: 1Gi}}
 `, pv, claim, mode, pvSpec), "apply", "-f", "-")
-	c.completeBinding(claim, pv)
+	c.waitPhase("pvc", claim, "Bound", 30*time.Second)
 }
 
 // scheduledPod applies a pod for the scheduler to place, with extra
@@ -137,7 +112,8 @@ spec:
   storageClassName: local-e2e
   resources: {requests: {storage: 2Gi}}
 `, here, far, nodeName), "apply", "-f", "-")
-	c.makeAvailable("pv-far", "pv-here")
+	c.waitPhase("pv", "pv-far", "Available", 30*time.Second)
+	c.waitPhase("pv", "pv-here", "Available", 30*time.Second)
 	if err := os.MkdirAll(filepath.Join(here, "sub", "dir"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +138,13 @@ spec:
 	if got := c.jsonpath("pv", "pv-far", "{.spec.claimRef}"); got != "" {
 		t.Errorf("pv-far, on another node, was taken: %s", got)
 	}
-	if got := c.jsonpath("pod", "consumer", "{.spec.nodeName}"); got != "" {
-		t.Errorf("consumer bound to %s before its claim", got)
-	}
-	c.completeBinding("data", "pv-here")
 	c.waitReady("consumer", "True", 30*time.Second)
+	// The pod is bound once its claim is (the scheduler's PreBind waits
+	// for the PV controller): not before, to the second.
+	if bound, placed := c.jsonpath("pv", "pv-here", "{.status.lastPhaseTransitionTime}"),
+		c.jsonpath("pod", "consumer", `{.status.conditions[?(@.type=="PodScheduled")].lastTransitionTime}`); placed < bound {
+		t.Errorf("consumer placed at %s, before its claim's volume was bound at %s", placed, bound)
+	}
 	if got := c.jsonpath("pod", "consumer", "{.spec.nodeName}"); got != nodeName {
 		t.Errorf("consumer on %q, want %s", got, nodeName)
 	}
