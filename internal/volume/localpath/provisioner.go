@@ -105,6 +105,11 @@ func New(ctx context.Context, cfg Config) (*Provisioner, error) {
 	volumeChanged := func(obj any) {
 		if pv, ok := informer.Object[*corev1.PersistentVolume](obj); ok && p.owns(pv) {
 			p.volumeQ.Add(pv.Name)
+			// Its claim's resize may have waited for the volume to
+			// reach this cache.
+			if ref := pv.Spec.ClaimRef; ref != nil {
+				p.claimQ.Add(ref.Namespace + "/" + ref.Name)
+			}
 		}
 	}
 	synced, err := informer.Register(
