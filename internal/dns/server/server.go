@@ -76,9 +76,17 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) { s.serve(ctx, w, r) })
 	servers := []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}}
 	errc := make(chan error, len(servers))
+	started := make([]chan struct{}, len(servers))
 	var wg sync.WaitGroup
-	for _, srv := range servers {
-		wg.Go(func() { errc <- srv.ActivateAndServe() })
+	for i, srv := range servers {
+		started[i] = make(chan struct{})
+		srv.NotifyStartedFunc = sync.OnceFunc(func() { close(started[i]) })
+		wg.Go(func() {
+			err := srv.ActivateAndServe()
+			// A server that failed to start stops no one from waiting.
+			srv.NotifyStartedFunc()
+			errc <- err
+		})
 	}
 	var err error
 	select {
@@ -86,7 +94,10 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	case err = <-errc:
 		err = fmt.Errorf("serve DNS: %w", err)
 	}
-	for _, srv := range servers {
+	for i, srv := range servers {
+		// A Shutdown before the server started would find nothing to
+		// stop and leave it serving for ever: wait for its start first.
+		<-started[i]
 		if e := srv.Shutdown(); e != nil && !errors.Is(e, net.ErrClosed) {
 			slog.Debug("stop DNS server", "err", e)
 		}

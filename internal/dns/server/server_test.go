@@ -224,3 +224,36 @@ func BenchmarkServeUDP(b *testing.B) {
 		}
 	})
 }
+
+// A context that ends before the listeners have started still stops
+// Serve: a shutdown that raced the start once left it serving for ever.
+func TestServeReturnsWhenCancelledBeforeStart(t *testing.T) {
+	s, err := New(records.New(records.Config{Zone: "cluster.local", TTL: 5}), nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx, pc, ln) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve still serving 10s after its context ended")
+		}
+		pc.Close()
+		ln.Close()
+	}
+}
