@@ -68,14 +68,7 @@ func start(t *testing.T, upstream dns.Handler) (string, *Server, *dnstest.Logs) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, ln := listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var probing sync.WaitGroup
@@ -89,6 +82,20 @@ func start(t *testing.T, upstream dns.Handler) (string, *Server, *dnstest.Logs) 
 		probing.Wait()
 	})
 	return pc.LocalAddr().String(), s, logs
+}
+
+// listen opens UDP and TCP on the same free port of 127.0.0.1.
+func listen(t testing.TB) (net.PacketConn, net.Listener) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pc, ln
 }
 
 func TestServerAnswersOverUDPAndTCP(t *testing.T) {
@@ -185,14 +192,7 @@ func BenchmarkServeUDP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
+	pc, ln := listen(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, pc, ln) }()
@@ -233,14 +233,7 @@ func TestServeReturnsWhenCancelledBeforeStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", pc.LocalAddr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
+		pc, ln := listen(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		done := make(chan error, 1)
