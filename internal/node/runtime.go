@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,6 +37,9 @@ type containerRuntime struct {
 	logDir string
 	// self is the svcnet executable, which runs shims and built-in images.
 	self string
+	// starting holds the directories of the runs whose shims this agent
+	// is starting: they have a spec but no state yet, and are not dead.
+	starting sync.Map
 }
 
 // container is one run of a container, as found on disk.
@@ -66,6 +70,8 @@ const shimStartTimeout = 30 * time.Second
 // started, or with the reason it could not.
 func (r *containerRuntime) start(uid string, spec containerSpec) error {
 	dir := r.containerDir(uid, spec.Name, spec.Attempt)
+	r.starting.Store(dir, struct{}{})
+	defer r.starting.Delete(dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("clear %s: %w", dir, err)
 	}
@@ -103,6 +109,9 @@ func (r *containerRuntime) start(uid string, spec containerSpec) error {
 	_ = readyR.SetReadDeadline(time.Now().Add(shimStartTimeout))
 	msg, err := io.ReadAll(readyR)
 	if err != nil {
+		// A shim that never said how the start went may still start the
+		// container later, which nobody would then stop.
+		_ = cmd.Process.Kill()
 		return fmt.Errorf("read shim start: %w", err)
 	}
 	if string(msg) != "ok" {
@@ -157,7 +166,9 @@ func (r *containerRuntime) containers(uid string) ([]*container, error) {
 	return out, nil
 }
 
-// load reads one run; a run whose spec is missing was never started.
+// load reads one run; a run whose spec is missing was never started. A run
+// whose shim is gone without an exit record is recorded as killed, unless
+// this agent is still starting it.
 func (r *containerRuntime) load(dir string) (*container, error) {
 	spec, err := readJSON[containerSpec](filepath.Join(dir, specFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -176,6 +187,9 @@ func (r *containerRuntime) load(dir string) (*container, error) {
 		c.Exit = &ex
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
+	}
+	if _, ok := r.starting.Load(dir); ok && c.State == nil {
+		return c, nil
 	}
 	if c.Exit == nil && !shimAlive(c.State) {
 		// The shim died without recording the end (killed, or the machine

@@ -134,9 +134,7 @@ func reapNode(t *testing.T, dataDir string) {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-		// Known defect (storage test pods, issue 18): reported and
-		// killed, not yet a failure.
-		t.Logf("container shim %d (%s) still running after the cluster stopped: killed", pid, args[3])
+		t.Errorf("container shim %d (%s) still running after the cluster stopped", pid, args[3])
 		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
 		for _, c := range strings.Fields(string(children)) {
 			if child, err := strconv.Atoi(c); err == nil {
