@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,17 @@ func TestGateway(t *testing.T) {
 		t.Errorf("v1 got %d of %d requests (%.0f%%), want about 90%%", count["v1"], n, 100*share)
 	} else {
 		t.Logf("v1 %d, v2 %d of %d requests", count["v1"], count["v2"], n)
+	}
+
+	// With the header, every request goes to v2 (without its rule, 90%
+	// would go to v1).
+	args = []string{"-H", "X-Version: v2"}
+	for range 49 {
+		args = append(args, "http://web.example.test/")
+	}
+	out, err = curl(t, client, ip, "http://web.example.test/", args...)
+	if got := strings.Fields(out); err != nil || len(got) != 50 || slices.ContainsFunc(got, func(s string) bool { return s != "v2" }) {
+		t.Errorf("50 requests with X-Version: v2: %v: %q, want v2 from each", err, out)
 	}
 
 	// HTTPS with the listener's certificate; the route is not on port 80.

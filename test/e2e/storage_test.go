@@ -147,6 +147,10 @@ func TestPersistentVolumes(t *testing.T) {
 	c.must("delete", "pod", "writer")
 	c.claimPod("reader", "data", "cat /data/file; sleep 3600")
 	c.waitLog("reader", "main", "kept", 30*time.Second)
+	// Its logs read while it started did not count it as killed.
+	if got := c.jsonpath("pod", "reader", "{.status.containerStatuses[0].restartCount}"); got != "0" {
+		t.Errorf("reader restarted %s times", got)
+	}
 	out := squeezed(c.must("get", "pvc", "data"))
 	if !strings.HasPrefix(out, "NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS VOLUMEATTRIBUTESCLASS AGE\n") ||
 		!strings.Contains(out, "\ndata Bound "+pv+" 1Gi RWO standard <unset> ") {
@@ -345,4 +349,90 @@ spec:
 	}
 	c.waitClaimEvent("local", "svcnet.io/local-path_"+nodes[1], "ProvisioningSucceeded", "Successfully provisioned volume "+pv)
 	c.waitLog("local-user", "main", "on-node-2", 60*time.Second)
+}
+
+// statefulSetData is seed 003's StatefulSet with a claim template of the
+// default class: each pod writes its name and a nonce to its own volume
+// once, and prints what its volume holds at every start.
+const statefulSetData = `apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  clusterIP: None
+  selector: {app: web}
+  ports: [{port: 80}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  serviceName: web
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  persistentVolumeClaimRetentionPolicy: {whenDeleted: Retain, whenScaled: Delete}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: busybox
+        command: [sh, -c, '[ -f /data/id ] || echo "$(hostname) $RANDOM$RANDOM" > /data/id; cat /data/id; sleep 3600']
+        volumeMounts: [{name: data, mountPath: /data}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 1Gi}}
+`
+
+// TestStatefulSetVolumes is seed 003's StatefulSet on a node: the claims
+// data-web-0..2 of its template are provisioned and Bound, each pod keeps
+// its own data across a rolling restart, a scale-down deletes the dropped
+// pod's claim (whenScaled: Delete) and deleting the set keeps the others
+// (whenDeleted: Retain).
+func TestStatefulSetVolumes(t *testing.T) {
+	c := startNodeCluster(t)
+	c.withStdin(statefulSetData, "apply", "-f", "-")
+	c.must("rollout", "status", "statefulset/web", "--timeout=120s")
+	ids := map[string]string{}
+	uids := map[string]string{}
+	for i := range 3 {
+		pod, claim := fmt.Sprint("web-", i), fmt.Sprint("data-web-", i)
+		c.waitPhase("pvc", claim, "Bound", 30*time.Second)
+		if got := c.jsonpath("pvc", claim, "{.spec.storageClassName} {.metadata.labels.app}"); got != "standard web" {
+			t.Errorf("claim %s: class and label %q", claim, got)
+		}
+		id := strings.TrimSpace(c.must("exec", pod, "--", "cat", "/data/id"))
+		if !strings.HasPrefix(id, pod+" ") {
+			t.Errorf("%s's volume holds %q", pod, id)
+		}
+		ids[pod], uids[pod] = id, c.jsonpath("pod", pod, "{.metadata.uid}")
+	}
+
+	c.must("rollout", "restart", "statefulset/web")
+	c.must("rollout", "status", "statefulset/web", "--timeout=120s")
+	for pod, id := range ids {
+		if uid := c.jsonpath("pod", pod, "{.metadata.uid}"); uid == uids[pod] {
+			t.Errorf("%s was not replaced by the restart", pod)
+		}
+		c.waitLog(pod, "main", id, 30*time.Second)
+		if got := strings.TrimSpace(c.must("exec", pod, "--", "cat", "/data/id")); got != id {
+			t.Errorf("%s's volume after the restart holds %q, want %q", pod, got, id)
+		}
+	}
+
+	// whenScaled: Delete takes web-2's claim with the pod.
+	c.must("scale", "statefulset/web", "--replicas=2")
+	c.waitGone("pod", "web-2", 60*time.Second)
+	c.waitGone("pvc", "data-web-2", 60*time.Second)
+	// whenDeleted: Retain keeps the rest.
+	c.must("delete", "statefulset", "web")
+	c.waitGone("pod", "web-0", 60*time.Second)
+	c.waitGone("pod", "web-1", 60*time.Second)
+	for _, claim := range []string{"data-web-0", "data-web-1"} {
+		if got := c.jsonpath("pvc", claim, "{.status.phase} {.metadata.ownerReferences}"); got != "Bound " {
+			t.Errorf("claim %s after the set's deletion: %q, want Bound and no owner", claim, got)
+		}
+	}
 }
