@@ -43,6 +43,13 @@ func mountAll(mounts []bindFile, stage string) error {
 	mp := &mountPoints{stage: stage, ours: map[string]bool{}}
 	for _, m := range sorted {
 		info, err := os.Stat(m.Source)
+		if errors.Is(err, os.ErrNotExist) {
+			// A missing source is made a directory, as containerd's CRI
+			// makes it (a hostPath volume without a type, say).
+			if err = os.MkdirAll(m.Source, 0o755); err == nil {
+				info, err = os.Stat(m.Source)
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("mount source %s: %w", m.Source, err)
 		}

@@ -180,6 +180,7 @@ func TestVolumeEmptyDirHostPathSubPathReadOnly(t *testing.T) {
     - {name: host, mountPath: /ro, readOnly: true}
     - {name: host, mountPath: /sub, subPath: made/here}
     - {name: host, mountPath: /expr, subPathExpr: $(POD_NAME)}
+    - {name: untyped, mountPath: /untyped}
   - name: second
     image: busybox
     command: [sh, -c, 'while ! cat %[1]s/msg; do sleep 0.2; done; sleep 3600']
@@ -188,6 +189,7 @@ func TestVolumeEmptyDirHostPathSubPathReadOnly(t *testing.T) {
   - {name: shared, emptyDir: {}}
   - {name: mem, emptyDir: {medium: Memory, sizeLimit: 16Mi}}
   - {name: host, hostPath: {path: %[2]s, type: Directory}}
+  - {name: untyped, hostPath: {path: %[2]s/untyped/dir}}
 `, rootMount, host))
 	c.pod("hostcheck", "busybox", fmt.Sprintf(`    command: [sleep, "3600"]
     volumeMounts: [{name: made, mountPath: /made}, {name: file, mountPath: /file}]
@@ -220,6 +222,11 @@ spec:
 	}
 	if b, err := os.ReadFile(filepath.Join(host, "sharer", "who")); err != nil || string(b) != "POD_NAME=sharer\n" {
 		t.Errorf("the subPathExpr write reached the host as %q (%v)", b, err)
+	}
+	// A hostPath without a type whose path is missing is made a
+	// directory by the runtime, as containerd makes it.
+	if info, err := os.Stat(filepath.Join(host, "untyped", "dir")); err != nil || !info.IsDir() {
+		t.Errorf("the untyped hostPath's missing directory: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(host, "x")); err == nil {
 		t.Errorf("a write through the read-only mount reached the host")
