@@ -19,19 +19,21 @@ import (
 // agnhost runs one of agnhost's subcommands.
 func agnhost(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: agnhost [netexec|serve-hostname|pause] [flags]")
+		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause] [flags]")
 	}
 	switch args[0] {
 	case "netexec":
 		return netexec(ctx, args[1:])
 	case "serve-hostname":
 		return serveHostname(ctx, args[1:])
+	case "test-webserver":
+		return testWebserver(ctx, args[1:])
 	case "pause":
 		ready()
 		<-ctx.Done()
 		return nil
 	}
-	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, pause)", args[0])
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause)", args[0])
 }
 
 // netexec serves upstream's netexec endpoints over HTTP and its commands

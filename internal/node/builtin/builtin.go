@@ -1,6 +1,6 @@
 // Package builtin is the programs that stand in for the demo images svcnet
 // does not pull: nginx and httpd (a web server answering like the image's
-// default page), agnhost's netexec, serve-hostname and pause as upstream's
+// default page), agnhost's netexec, serve-hostname, test-webserver and pause as upstream's
 // e2e tests use them, hashicorp/http-echo, coredns (svcnet's cluster
 // DNS, configured by a Corefile) and svcnet's ingress controller. Each runs as a container's
 // process (`svcnet node image NAME --ports=P,... -- ARGS`), so it sees the

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,5 +47,57 @@ func TestReadyOnceListening(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// agnhost test-webserver serves the container's files by path, with the
+// image's own /localhost.crt, and 404 for what does not exist.
+func TestTestWebserver(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	file := filepath.Join(t.TempDir(), "page.txt")
+	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agnhost(ctx, []string{"test-webserver", fmt.Sprintf("--port=%d", port)}) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	get := func(path string) (int, string) {
+		t.Helper()
+		var resp *http.Response
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path)); err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // until the server listens
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if got := resp.Header.Get("Access-Control-Allow-Origin"); got != "*" {
+			t.Errorf("%s: Access-Control-Allow-Origin %q", path, got)
+		}
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(file); code != http.StatusOK || body != "hello" {
+		t.Errorf("%s: %d %q", file, code, body)
+	}
+	if code, body := get("/localhost.crt"); code != http.StatusOK || !strings.HasPrefix(body, "-----BEGIN CERTIFICATE-----") {
+		t.Errorf("/localhost.crt: %d %q", code, body)
+	}
+	if code, _ := get(file + ".missing"); code != http.StatusNotFound {
+		t.Errorf("a missing file: %d", code)
 	}
 }

@@ -1,0 +1,76 @@
+package builtin
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"math/big"
+	"net/http"
+	"os"
+	"time"
+)
+
+// testWebserver serves any file of the container's filesystem named by
+// the request's path, as agnhost's test-webserver does, with its headers.
+// The container shares the host's filesystem, so the one file of the
+// agnhost image that upstream's tests fetch, /localhost.crt (porter's
+// certificate for localhost, which the StatefulSet tests probe), is
+// served from memory where the host has none.
+func testWebserver(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("test-webserver", flag.ContinueOnError)
+	port := fs.Int("port", 80, "port to serve on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cert, err := localhostCertificate()
+	if err != nil {
+		return err
+	}
+	files := http.FileServer(http.Dir("/"))
+	return serve(ctx, []int{*port}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Cache-Control", "private")
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Allow-Credentials", "true")
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "DNT,X-Mx-ReqToken,Keep-Alive,User-Agent,X-Requested-With,Cache-Control,Content-Type")
+		r.Header.Del("If-Modified-Since")
+		if r.URL.Path == "/localhost.crt" {
+			if _, err := os.Stat("/localhost.crt"); errors.Is(err, os.ErrNotExist) {
+				_, _ = w.Write(cert)
+				return
+			}
+		}
+		files.ServeHTTP(w, r)
+	}))
+}
+
+// localhostCertificate is a PEM certificate for localhost that signs
+// itself.
+func localhostCertificate() ([]byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("localhost certificate key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "localhost"},
+		DNSNames:     []string{"localhost"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("sign localhost certificate: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
