@@ -84,18 +84,24 @@ func start(t *testing.T, upstream dns.Handler) (string, *Server, *dnstest.Logs) 
 	return pc.LocalAddr().String(), s, logs
 }
 
-// listen opens UDP and TCP on the same free port of 127.0.0.1.
+// listen opens UDP and TCP on the same free port of 127.0.0.1, trying
+// other ports while the UDP port's TCP twin is taken.
 func listen(t testing.TB) (net.PacketConn, net.Listener) {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var err error
+	for range 100 {
+		var pc net.PacketConn
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			return pc, ln
+		}
+		pc.Close()
 	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pc, ln
+	t.Fatal(err)
+	return nil, nil
 }
 
 func TestServerAnswersOverUDPAndTCP(t *testing.T) {
