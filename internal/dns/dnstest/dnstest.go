@@ -15,26 +15,29 @@ import (
 // returns the address.
 func Serve(t testing.TB, h dns.Handler) string {
 	t.Helper()
-	var (
-		pc  net.PacketConn
-		ln  net.Listener
-		err error
-	)
-	// A free UDP port whose TCP twin is free too.
+	pc, ln := Listen(t)
+	ServeOn(t, pc, ln, h)
+	return pc.LocalAddr().String()
+}
+
+// Listen opens UDP and TCP on the same free port of 127.0.0.1: a free UDP
+// port whose TCP twin is free too.
+func Listen(t testing.TB) (net.PacketConn, net.Listener) {
+	t.Helper()
+	var err error
 	for range 20 {
+		var pc net.PacketConn
 		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
+		var ln net.Listener
 		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
-			break
+			return pc, ln
 		}
 		pc.Close()
 	}
-	if err != nil {
-		t.Fatalf("no free port for UDP and TCP: %v", err)
-	}
-	ServeOn(t, pc, ln, h)
-	return pc.LocalAddr().String()
+	t.Fatalf("no free port for UDP and TCP: %v", err)
+	return nil, nil
 }
 
 // ServeOn serves h on pc (UDP) and ln (TCP) until the test ends.

@@ -68,7 +68,7 @@ func start(t *testing.T, upstream dns.Handler) (string, *Server, *dnstest.Logs) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, ln := listen(t)
+	pc, ln := dnstest.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var probing sync.WaitGroup
@@ -82,26 +82,6 @@ func start(t *testing.T, upstream dns.Handler) (string, *Server, *dnstest.Logs) 
 		probing.Wait()
 	})
 	return pc.LocalAddr().String(), s, logs
-}
-
-// listen opens UDP and TCP on the same free port of 127.0.0.1, trying
-// other ports while the UDP port's TCP twin is taken.
-func listen(t testing.TB) (net.PacketConn, net.Listener) {
-	t.Helper()
-	var err error
-	for range 100 {
-		var pc net.PacketConn
-		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
-			return pc, ln
-		}
-		pc.Close()
-	}
-	t.Fatal(err)
-	return nil, nil
 }
 
 func TestServerAnswersOverUDPAndTCP(t *testing.T) {
@@ -198,7 +178,7 @@ func BenchmarkServeUDP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pc, ln := listen(b)
+	pc, ln := dnstest.Listen(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, pc, ln) }()
@@ -239,7 +219,7 @@ func TestServeReturnsWhenCancelledBeforeStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 20 {
-		pc, ln := listen(t)
+		pc, ln := dnstest.Listen(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		done := make(chan error, 1)
