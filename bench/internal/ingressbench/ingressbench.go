@@ -18,12 +18,16 @@
 // path is loaded in the same rounds: upstream's controller as the
 // baseline of the proxy's own figures.
 //
-// Load generator, proxy and backend share the machine's CPUs. When they
-// are the limit, a proxy's work per request (a server's and a client's,
-// twice the socket reads and writes) about equals that of the load
-// generator and the backend together, which bounds the ratio to direct
-// near 0.5 for any proxy, nginx included; a proxy with cores of its own
-// is limited by its added latency instead.
+// By default the load generator, the proxy and the backend share the
+// machine's CPUs. When they are the limit, a proxy's work per request (a
+// server's and a client's, twice the socket reads and writes) about
+// equals that of the load generator and the backend together, which
+// bounds the ratio to direct near 0.5 for any proxy, nginx included.
+// With ProxyCPUs the proxy runs in a process of its own on CPUs of its
+// own, and nginx's workers on the same CPUs, as an Ingress controller
+// runs on its own node: the load generator and the backend keep the
+// other CPUs, so the ratio says how much of their rate a proxy with as
+// many cores as they have carries.
 package ingressbench
 
 import (
@@ -65,11 +69,18 @@ type Options struct {
 	// configured as ingress-nginx configures an Ingress path: upstream's
 	// Ingress controller as the baseline. Empty: not measured.
 	Nginx string
+	// ProxyCPUs, when not 0, gives the proxy (and nginx's workers) that
+	// many CPUs of their own, the load generator and the backend the
+	// others: the proxy runs in a process of its own (see Child).
+	ProxyCPUs int
 }
 
 // Result is what the run measured.
 type Result struct {
-	Conns               int
+	Conns int
+	// LoadCPUs and ProxyCPUs are the CPUs given to the load generator
+	// with the backend, and to the proxy; both empty: all share all.
+	LoadCPUs, ProxyCPUs []int
 	DirectRPS, ProxyRPS float64
 	DirectP99, ProxyP99 time.Duration
 	DirectP50, ProxyP50 time.Duration
@@ -83,6 +94,11 @@ type Result struct {
 // Print writes the figures.
 func (r *Result) Print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(r.ProxyCPUs) > 0 {
+		fmt.Fprintf(tw, "CPUs: load generator and backend %v, proxy and nginx %v\n", r.LoadCPUs, r.ProxyCPUs)
+	} else {
+		fmt.Fprintf(tw, "CPUs: all shared by the load generator, the backend and the proxy\n")
+	}
 	fmt.Fprintf(tw, "%d keep-alive connections\treq/s\tp50\tp99\n", r.Conns)
 	fmt.Fprintf(tw, "straight to the backend\t%.0f\t%s\t%s\n", r.DirectRPS, r.DirectP50, r.DirectP99)
 	fmt.Fprintf(tw, "through the ingress proxy\t%.0f\t%s\t%s\n", r.ProxyRPS, r.ProxyP50, r.ProxyP99)
@@ -133,13 +149,30 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return "http://" + ln.Addr().String(), nil
 	}
 
-	loaded := proxy.New(nil)
-	loaded.Swap(loopbackTable(netip.MustParseAddrPort(addr)))
-	loadedURL, err := serve(loaded)
-	if err != nil {
-		return nil, err
-	}
 	res := &Result{Conns: o.Conns, Changes: o.Changes}
+	var loadedURL string
+	if o.ProxyCPUs > 0 {
+		if res.LoadCPUs, res.ProxyCPUs, err = cpuSplit(o.ProxyCPUs); err != nil {
+			return nil, err
+		}
+		url, stop, err := startChild(ctx, addr, res.ProxyCPUs)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		loadedURL = url
+		unpin, err := pinSelf(res.LoadCPUs)
+		if err != nil {
+			return nil, err
+		}
+		defer unpin()
+	} else {
+		loaded := proxy.New(nil)
+		loaded.Swap(loopbackTable(netip.MustParseAddrPort(addr)))
+		if loadedURL, err = serve(loaded); err != nil {
+			return nil, err
+		}
+	}
 	var direct, proxied, nginx load
 	type target struct {
 		url string
@@ -147,7 +180,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	targets := []target{{"http://" + addr + "/bench", &direct}, {loadedURL + "/bench", &proxied}}
 	if o.Nginx != "" {
-		nginxURL, stopNginx, err := startNginx(ctx, o.Nginx, addr)
+		nginxURL, stopNginx, err := startNginx(ctx, o.Nginx, addr, res.ProxyCPUs)
 		if err != nil {
 			return nil, err
 		}

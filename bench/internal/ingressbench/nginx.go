@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -19,7 +20,7 @@ import (
 // buffering, one worker per CPU. Access logs are off, as the svcnet proxy
 // writes none.
 const nginxConf = `daemon off;
-worker_processes auto;
+%[4]s
 pid %[1]s/nginx.pid;
 error_log stderr warn;
 events {
@@ -66,10 +67,25 @@ http {
 }
 `
 
+// workers is nginx's worker set-up: one worker per CPU of the machine
+// (ingress-nginx's default) or, given cpus, one pinned to each.
+func workers(cpus []int) string {
+	if len(cpus) == 0 {
+		return "worker_processes auto;"
+	}
+	masks := make([]string, len(cpus))
+	for i, c := range cpus {
+		// A mask's rightmost digit is CPU 0.
+		masks[i] = "1" + strings.Repeat("0", c)
+	}
+	return fmt.Sprintf("worker_processes %d;\nworker_cpu_affinity %s;", len(cpus), strings.Join(masks, " "))
+}
+
 // startNginx runs the nginx binary bin in front of backend on a free
-// port of 127.0.0.1 and returns its URL once it serves /bench, and a
-// function that stops it and removes its files.
-func startNginx(ctx context.Context, bin, backend string) (string, func(), error) {
+// port of 127.0.0.1, its workers on cpus (none: on all), and returns its
+// URL once it serves /bench, and a function that stops it and removes
+// its files.
+func startNginx(ctx context.Context, bin, backend string, cpus []int) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "ingressbench-nginx-")
 	if err != nil {
 		return "", nil, err
@@ -83,7 +99,7 @@ func startNginx(ctx context.Context, bin, backend string) (string, func(), error
 	addr := ln.Addr().String()
 	ln.Close()
 	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, backend, addr), 0o644); err != nil {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, backend, addr, workers(cpus)), 0o644); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err
 	}

@@ -43,20 +43,9 @@ type Proxy struct {
 func New(reg prometheus.Registerer) *Proxy {
 	p := &Proxy{metrics: newMetrics(reg)}
 	p.table.Store(&routes.Table{})
-	// No Proxy func: endpoints are dialled straight, whatever
-	// HTTP_PROXY says.
-	transport := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        4096,
-		MaxIdleConnsPerHost: 1024,
-		IdleConnTimeout:     60 * time.Second,
-		// Requests go as the client sent them: no Accept-Encoding of the
-		// proxy's own, no answers unzipped on the way.
-		DisableCompression: true,
-	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   rewrite,
-		Transport: transport,
+		Transport: newBackendTransport(),
 		// No FlushInterval: answers of a known length go out as the
 		// server's buffer fills (and whole at the end), streamed ones
 		// (chunked, event streams) are flushed at every write.
