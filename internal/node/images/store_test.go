@@ -142,11 +142,11 @@ func open(t *testing.T, dir string, o Options) *Store {
 
 func TestReference(t *testing.T) {
 	for in, want := range map[string]string{
-		"busybox":                         "docker.io/library/busybox:latest",
-		"busybox:1.36":                    "docker.io/library/busybox:1.36",
-		"docker.io/library/nginx:1.27":    "docker.io/library/nginx:1.27",
-		"hashicorp/http-echo":             "docker.io/hashicorp/http-echo:latest",
-		"registry.k8s.io/pause:3.10":      "registry.k8s.io/pause:3.10",
+		"busybox":                      "docker.io/library/busybox:latest",
+		"busybox:1.36":                 "docker.io/library/busybox:1.36",
+		"docker.io/library/nginx:1.27": "docker.io/library/nginx:1.27",
+		"hashicorp/http-echo":          "docker.io/hashicorp/http-echo:latest",
+		"registry.k8s.io/pause:3.10":   "registry.k8s.io/pause:3.10",
 		"localhost:5000/team/app@sha256:" + strings.Repeat("a", 64): "localhost:5000/team/app@sha256:" + strings.Repeat("a", 64),
 	} {
 		r, err := ParseReference(in)
