@@ -1,0 +1,162 @@
+// Package runc runs a container from an OCI bundle with the runc binary,
+// as containerd's shim drives it: the caller (the container's shim) is
+// the child subreaper, `runc create` starts the container's init with
+// the caller's standard streams passed through, `runc start` lets it run,
+// and the caller waits for the init itself, which the end of `runc
+// create` left its child; `runc delete` removes what is left (the
+// cgroup, runc's state). The bundle's root file system is an overlay of
+// the image's unpacked layers with a writable layer of the container's
+// own.
+package runc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// Runtime is the runc binary and the directory of its state.
+type Runtime struct {
+	// Binary is runc's path; Root its --root (state of the containers).
+	Binary string
+	Root   string
+}
+
+// Find returns the runc on PATH with its state under root.
+func Find(root string) (*Runtime, error) {
+	p, err := exec.LookPath("runc")
+	if err != nil {
+		return nil, fmt.Errorf("runc: %w", err)
+	}
+	return &Runtime{Binary: p, Root: root}, nil
+}
+
+// BecomeSubreaper makes this process the parent of the containers' init
+// processes once `runc create` exits; call it before Create.
+func BecomeSubreaper() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("become child subreaper: %w", err)
+	}
+	return nil
+}
+
+// Bundle is a container's bundle directory: config.json, rootfs (the
+// overlay's mount point) and the overlay's writable upper and work
+// directories.
+type Bundle string
+
+// Rootfs is where the root file system is mounted.
+func (b Bundle) Rootfs() string { return filepath.Join(string(b), "rootfs") }
+
+// Write mounts the overlay of layers (topmost first) with the bundle's
+// own writable layer at Rootfs, in the caller's mount namespace, and
+// writes spec, its root pointed there, as config.json.
+func (b Bundle) Write(spec *specs.Spec, layers []string) error {
+	upper, work := filepath.Join(string(b), "upper"), filepath.Join(string(b), "work")
+	for _, d := range []string{b.Rootfs(), upper, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("bundle: %w", err)
+		}
+	}
+	if len(layers) == 0 {
+		return fmt.Errorf("bundle: an image without layers")
+	}
+	opts := "lowerdir=" + strings.Join(layers, ":") + ",upperdir=" + upper + ",workdir=" + work
+	if err := unix.Mount("overlay", b.Rootfs(), "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mount the container's root file system: %w", err)
+	}
+	s := *spec
+	root := *spec.Root
+	root.Path = b.Rootfs()
+	s.Root = &root
+	data, err := json.Marshal(&s)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(string(b), "config.json"), data, 0o600); err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	return nil
+}
+
+// Create runs `runc create` for bundle as container id with cmd's
+// standard streams, which become the container's: files (or nil), as
+// anything else would be copied by a pipe that only the container's end
+// closes. It returns the host PID of the container's init.
+func (r *Runtime) Create(cmd *exec.Cmd, bundle Bundle, id string) (int, error) {
+	pidFile := filepath.Join(string(bundle), "init.pid")
+	// runc's own errors go to its log as JSON lines; the last says why.
+	// Its output would be the container's: the streams are passed on.
+	logFile := filepath.Join(string(bundle), "runc.log")
+	cmd.Path = r.Binary
+	cmd.Args = []string{r.Binary, "--root", r.Root, "--log", logFile, "--log-format", "json",
+		"create", "--bundle", string(bundle), "--pid-file", pidFile, id}
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("runc create: %w%s", err, lastError(logFile))
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0, fmt.Errorf("runc create: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("runc create: pid file: %w", err)
+	}
+	return pid, nil
+}
+
+// lastError is the last error runc logged.
+func lastError(logFile string) string {
+	b, _ := os.ReadFile(logFile)
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		var e struct{ Level, Msg string }
+		if json.Unmarshal(lines[i], &e) == nil && e.Level == "error" {
+			return ": " + e.Msg
+		}
+	}
+	return ""
+}
+
+// Start lets the created container id run.
+func (r *Runtime) Start(ctx context.Context, id string) error {
+	return r.run(ctx, "start", id)
+}
+
+// Delete removes container id (killing it if it still runs).
+func (r *Runtime) Delete(ctx context.Context, id string) error {
+	return r.run(ctx, "delete", "--force", id)
+}
+
+func (r *Runtime) run(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, r.Binary, append([]string{"--root", r.Root}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("runc %s: %w: %s", args[0], err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// Wait waits for the container's init pid (a child of this subreaper)
+// to end and returns its status.
+func Wait(pid int) (unix.WaitStatus, error) {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return ws, fmt.Errorf("wait for the container's init %d: %w", pid, err)
+		}
+		return ws, nil
+	}
+}
