@@ -25,6 +25,8 @@ func nodeFlags(f *pflag.FlagSet, o *cluster.NodeOptions, listen string) {
 	f.StringVar(&o.ClusterDNS, "cluster-dns", "10.96.0.10", "the cluster DNS address in pods' resolv.conf")
 	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	f.StringVar(&o.ImageTable, "image-table", "", "YAML file mapping images to built-in programs, host executables or commands, over the defaults")
+	f.StringVar(&o.Runtime, "runtime", node.RuntimeProcess, "how containers run: process (the image table's programs as host processes) or runc (images the image table does not map are pulled and run isolated by runc)")
+	f.StringVar(&o.RegistryMirror, "registry-mirror", "", "with --runtime runc: a registry (host[:port]) that Docker Hub's images are pulled from first")
 	f.StringVar(&o.ProxyMode, "proxy-mode", cluster.ProxyModeNFTables, "the Service proxy's mode: nftables (falls back to userspace where nftables cannot be used) or userspace")
 	f.DurationVar(&o.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", 5*time.Minute, "how long the Node keeps a pressure condition (DiskPressure) after its signal was last seen, as the kubelet's flag")
 	f.IntVar(&o.MaxPods, "max-pods", 110, "the number of pods the node can run (its pods capacity), as the kubelet's flag")

@@ -70,6 +70,10 @@ type NodeOptions struct {
 	ClusterDomain string
 	// ImageTable is a YAML file of images laid over the defaults.
 	ImageTable string
+	// Runtime runs the containers (node.RuntimeProcess or
+	// node.RuntimeRunc); RegistryMirror serves Docker Hub's images first.
+	Runtime        string
+	RegistryMirror string
 	// StopPodsOnExit stops the pods when the node stops (and removes the
 	// proxy's rules).
 	StopPodsOnExit bool
@@ -168,6 +172,8 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	nodeErr := node.Run(ctx, node.Config{
 		NodeName:                 name,
 		REST:                     cfg,
+		Runtime:                  o.Runtime,
+		RegistryMirror:           o.RegistryMirror,
 		DataDir:                  dir,
 		NetNS:                    o.NetNS,
 		NodeIP:                   ip,

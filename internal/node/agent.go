@@ -44,6 +44,8 @@ import (
 	"github.com/svcnet/svcnet/internal/events"
 	"github.com/svcnet/svcnet/internal/informer"
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/node/images"
+	"github.com/svcnet/svcnet/internal/node/runc"
 )
 
 // Config configures a node agent.
@@ -77,6 +79,11 @@ type Config struct {
 	ClusterDomain string
 	// Images maps images to programs.
 	Images ImageTable
+	// Runtime runs the containers: RuntimeProcess (the default) or
+	// RuntimeRunc, which pulls the images Images does not map (Docker
+	// Hub's from RegistryMirror first, when set) and runs them with runc.
+	Runtime        string
+	RegistryMirror string
 	// MaxPods is the pods capacity.
 	MaxPods int
 	// StopPodsOnExit stops every pod and removes its network, then the
@@ -103,8 +110,13 @@ type Agent struct {
 	recorder record.EventRecorder
 	probes   *probeManager
 	backoff  *flowcontrol.Backoff
-	resolv   resolvConf
-	volumes  *volumeManager
+	// images holds the pulled images (RuntimeRunc); pullBackoff and
+	// pullErrors are the image pulls' back-off and last failures.
+	images      *images.Store
+	pullBackoff *flowcontrol.Backoff
+	pullErrors  sync.Map
+	resolv      resolvConf
+	volumes     *volumeManager
 
 	podLister  corelisters.PodLister
 	nodeLister corelisters.NodeLister
@@ -166,6 +178,19 @@ func Run(ctx context.Context, cfg Config) error {
 		backoff: flowcontrol.NewBackOff(10*time.Second, 300*time.Second),
 		resolv:  parseResolvConf(hostResolv),
 		workers: map[types.UID]*podWorker{},
+	}
+	switch cfg.Runtime {
+	case "", RuntimeProcess:
+	case RuntimeRunc:
+		if _, err := runc.Find(""); err != nil {
+			return fmt.Errorf("--runtime runc: %w", err)
+		}
+		if a.images, err = images.Open(filepath.Join(cfg.DataDir, "images"), images.Options{Mirror: cfg.RegistryMirror}); err != nil {
+			return err
+		}
+		a.pullBackoff = flowcontrol.NewBackOff(10*time.Second, 300*time.Second)
+	default:
+		return fmt.Errorf("unknown runtime %q: %s or %s", cfg.Runtime, RuntimeProcess, RuntimeRunc)
 	}
 	return a.run(ctx, nsPath)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/logs"
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/node/oci"
 )
 
 // maxLogSize rotates a container's log, as the kubelet's
@@ -166,7 +167,7 @@ func (a *Agent) maybeStart(ctx context.Context, pod *corev1.Pod, sb *sandbox, sp
 	}
 	if wr, err := a.startContainer(ctx, pod, sb, spec, attempt); err != nil {
 		waiting[spec.Name] = wr
-		if wr.reason == "ImagePullBackOff" {
+		if wr.reason == "ImagePullBackOff" || wr.reason == "ErrImagePull" {
 			return 10 * time.Second
 		}
 		return 2 * time.Second
@@ -174,54 +175,23 @@ func (a *Agent) maybeStart(ctx context.Context, pod *corev1.Pod, sb *sandbox, sp
 	return 0
 }
 
-// startContainer resolves the container's image, environment and files and
-// starts it. A container that cannot be started gets its waiting reason.
+// startContainer makes the container's run (a host process, or an image
+// run by runc) and starts it. A container that cannot be started gets its
+// waiting reason.
 func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container, attempt int) (waitReason, error) {
 	if err := a.volumesMounted(pod); err != nil {
 		return waitReason{reason: "ContainerCreating"}, err
 	}
-	cmd, err := a.cfg.Images.resolve(a.cfg.Self, spec)
+	build := a.processContainer
+	if _, mapped := a.cfg.Images[imageName(spec.Image)]; a.images != nil && !mapped {
+		build = a.imageContainer
+	}
+	cs, wr, err := build(ctx, pod, sb, spec, attempt)
 	if err != nil {
-		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", spec.Image, err))
-		return waitReason{reason: "ImagePullBackOff", message: fmt.Sprintf("Back-off pulling image %q: %v", spec.Image, err)}, err
-	}
-	a.event(pod, spec.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", spec.Image))
-	env, err := a.env.containerEnv(ctx, pod, spec, sb.ip, a.nodeIP.String())
-	if err != nil {
-		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
-		return waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
-	}
-	env = withDefaults(env, podHostname(pod))
-	if env, err = withApplets(a.cfg.DataDir, a.cfg.Images, spec.Image, env); err != nil {
-		return waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
-	}
-	mounts, err := a.containerMounts(pod, spec, env)
-	if err != nil {
-		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
-		return waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
-	}
-	cs := containerSpec{
-		Name:       spec.Name,
-		Attempt:    attempt,
-		Image:      imageRef(spec.Image),
-		ImageRef:   cmd.imageID,
-		Path:       cmd.path,
-		Args:       expandArgs(cmd.argv, env),
-		Env:        env,
-		Dir:        spec.WorkingDir,
-		Hostname:   podHostname(pod),
-		NetNS:      sb.netns,
-		Mounts:     append(etcMounts(sb.etc, spec), mounts...),
-		Log:        a.rt.logPath(pod.Namespace, pod.Name, string(pod.UID), spec.Name, attempt),
-		MaxLogSize: maxLogSize,
-		Stdin:      spec.Stdin,
-		StdinOnce:  spec.StdinOnce,
-		TTY:        spec.TTY,
-		WaitReady:  cmd.builtin,
-		Groups:     containerGroups(pod),
+		return wr, err
 	}
 	a.event(pod, spec.Name, corev1.EventTypeNormal, "Created", "Created container: "+spec.Name)
-	if err := a.rt.start(string(pod.UID), cs); err != nil {
+	if err := a.rt.start(string(pod.UID), *cs); err != nil {
 		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return waitReason{reason: "RunContainerError", message: err.Error()}, err
 	}
@@ -335,4 +305,100 @@ func (a *Agent) ensureSandbox(pod *corev1.Pod) (*sandbox, error) {
 		}
 	}
 	return sb, nil
+}
+
+// processContainer is a run of the image table's program for the
+// container, a process of the host.
+func (a *Agent) processContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container, attempt int) (*containerSpec, waitReason, error) {
+	cmd, err := a.cfg.Images.resolve(a.cfg.Self, spec)
+	if err != nil {
+		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", spec.Image, err))
+		return nil, waitReason{reason: "ImagePullBackOff", message: fmt.Sprintf("Back-off pulling image %q: %v", spec.Image, err)}, err
+	}
+	a.event(pod, spec.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", spec.Image))
+	env, mounts, wr, err := a.containerFiles(ctx, pod, sb, spec)
+	if err != nil {
+		return nil, wr, err
+	}
+	env = withDefaults(env, podHostname(pod))
+	if env, err = withApplets(a.cfg.DataDir, a.cfg.Images, spec.Image, env); err != nil {
+		return nil, waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
+	}
+	return &containerSpec{
+		Name:       spec.Name,
+		Attempt:    attempt,
+		Image:      imageRef(spec.Image),
+		ImageRef:   cmd.imageID,
+		Path:       cmd.path,
+		Args:       expandArgs(cmd.argv, env),
+		Env:        env,
+		Dir:        spec.WorkingDir,
+		Hostname:   podHostname(pod),
+		NetNS:      sb.netns,
+		Mounts:     mounts,
+		Log:        a.rt.logPath(pod.Namespace, pod.Name, string(pod.UID), spec.Name, attempt),
+		MaxLogSize: maxLogSize,
+		Stdin:      spec.Stdin,
+		StdinOnce:  spec.StdinOnce,
+		TTY:        spec.TTY,
+		WaitReady:  cmd.builtin,
+		Groups:     containerGroups(pod),
+	}, waitReason{}, nil
+}
+
+// imageContainer is a run of the container's pulled image with runc.
+func (a *Agent) imageContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container, attempt int) (*containerSpec, waitReason, error) {
+	img, wr, err := a.ensureImage(ctx, pod, spec)
+	if err != nil {
+		return nil, wr, err
+	}
+	env, mounts, wr, err := a.containerFiles(ctx, pod, sb, spec)
+	if err != nil {
+		return nil, wr, err
+	}
+	// The runtime's HOSTNAME, unless the container sets its own.
+	env = append([]string{"HOSTNAME=" + podHostname(pod)}, env...)
+	id := newContainerID()
+	oc, err := a.ociContainer(pod, sb, spec, img, env, mounts, id)
+	if err != nil {
+		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return nil, waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
+	}
+	ref := imageRef(spec.Image)
+	if len(img.RepoDigests) > 0 {
+		ref = img.RepoDigests[0]
+	}
+	return &containerSpec{
+		ID:         id,
+		Name:       spec.Name,
+		Attempt:    attempt,
+		Image:      imageRef(spec.Image),
+		ImageRef:   ref,
+		Hostname:   podHostname(pod),
+		NetNS:      sb.netns,
+		Log:        a.rt.logPath(pod.Namespace, pod.Name, string(pod.UID), spec.Name, attempt),
+		MaxLogSize: maxLogSize,
+		Stdin:      spec.Stdin,
+		StdinOnce:  spec.StdinOnce,
+		TTY:        spec.TTY,
+		OCI:        oci.Spec(*oc),
+		Layers:     a.images.LayerDirs(img),
+		RuncRoot:   filepath.Join(a.cfg.DataDir, "runc"),
+	}, waitReason{}, nil
+}
+
+// containerFiles are the container's environment and its mounts: the
+// pod's /etc files and the volumes.
+func (a *Agent) containerFiles(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container) ([]string, []bindFile, waitReason, error) {
+	env, err := a.env.containerEnv(ctx, pod, spec, sb.ip, a.nodeIP.String())
+	if err != nil {
+		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return nil, nil, waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
+	}
+	mounts, err := a.containerMounts(pod, spec, env)
+	if err != nil {
+		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return nil, nil, waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
+	}
+	return env, append(etcMounts(sb.etc, spec), mounts...), waitReason{}, nil
 }

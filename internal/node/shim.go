@@ -2,10 +2,12 @@ package node
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -17,11 +19,13 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/svcnet/svcnet/internal/logs"
 	"github.com/svcnet/svcnet/internal/node/builtin"
+	"github.com/svcnet/svcnet/internal/node/runc"
 )
 
 // The shim is the container's parent, what containerd's shim is to a
@@ -80,6 +84,14 @@ type containerSpec struct {
 	// Groups are the process's supplementary groups (the pod's fsGroup
 	// and supplementalGroups); it runs as root.
 	Groups []uint32 `json:"groups,omitempty"`
+	// OCI, when set, runs the container from an image with runc (state
+	// under RuncRoot) by this runtime spec instead of Path and Args: its
+	// root file system is an overlay of Layers (topmost first) with a
+	// writable layer in the run's directory, its mounts, hostname and
+	// network namespace are the spec's.
+	OCI      *specs.Spec `json:"oci,omitempty"`
+	Layers   []string    `json:"layers,omitempty"`
+	RuncRoot string      `json:"runcRoot,omitempty"`
 }
 
 // builtinStartTimeout bounds the wait for a built-in program to say it
@@ -128,7 +140,11 @@ func RunShim(dir string) error {
 		fmt.Fprintf(ready, "read spec: %v", err)
 		return err
 	}
-	cmd, lw, err := startContainer(dir, spec)
+	start := startContainer
+	if spec.OCI != nil {
+		start = startRunc
+	}
+	wait, lw, err := start(dir, spec)
 	if err != nil {
 		fmt.Fprint(ready, err.Error())
 		ready.Close()
@@ -142,16 +158,14 @@ func RunShim(dir string) error {
 	// The agent signals the container; the shim itself only needs to live
 	// until the container is gone.
 	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
-	waitErr := cmd.Wait()
-	// Like the end of a container's PID namespace: what the process left
-	// behind goes with it.
-	_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+	exit := wait()
 	lw.close(2 * time.Second)
-	return writeJSON(filepath.Join(dir, exitFile), exitOf(cmd.ProcessState, waitErr))
+	return writeJSON(filepath.Join(dir, exitFile), exit)
 }
 
-// startContainer prepares the namespaces and starts the process.
-func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, error) {
+// startContainer prepares the namespaces and starts the process; wait
+// returns its exit.
+func startContainer(dir string, spec containerSpec) (wait func() containerExit, lw *logWriter, err error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return nil, nil, fmt.Errorf("make the mount namespace private: %w", err)
 	}
@@ -161,8 +175,7 @@ func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, erro
 	if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
 		return nil, nil, fmt.Errorf("set hostname: %w", err)
 	}
-	lw, err := openLogWriter(spec.Log, spec.MaxLogSize)
-	if err != nil {
+	if lw, err = openLogWriter(spec.Log, spec.MaxLogSize); err != nil {
 		return nil, nil, err
 	}
 	cmd := &exec.Cmd{
@@ -217,7 +230,80 @@ func startContainer(dir string, spec containerSpec) (*exec.Cmd, *logWriter, erro
 		_ = cmd.Process.Kill()
 		return nil, nil, err
 	}
-	return cmd, lw, nil
+	return func() containerExit {
+		waitErr := cmd.Wait()
+		// Like the end of a container's PID namespace: what the process
+		// left behind goes with it.
+		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+		return exitOf(cmd.ProcessState, waitErr)
+	}, lw, nil
+}
+
+// startRunc starts the container of an image with runc: this shim, the
+// subreaper, becomes the parent of the container's init once `runc
+// create` has made it; wait returns its exit and deletes it.
+func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *logWriter, err error) {
+	rt, err := runc.Find(spec.RuncRoot)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := runc.BecomeSubreaper(); err != nil {
+		return nil, nil, err
+	}
+	// The overlay is mounted in this shim's own mount namespace, which
+	// runc's init starts from.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return nil, nil, fmt.Errorf("make the mount namespace private: %w", err)
+	}
+	bundle := runc.Bundle(dir)
+	if err := bundle.Write(spec.OCI, spec.Layers); err != nil {
+		return nil, nil, err
+	}
+	if lw, err = openLogWriter(spec.Log, spec.MaxLogSize); err != nil {
+		return nil, nil, err
+	}
+	stdout, err := lw.stream("stdout")
+	if err != nil {
+		return nil, nil, err
+	}
+	stderr, err := lw.stream("stderr")
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := &exec.Cmd{SysProcAttr: &syscall.SysProcAttr{}}
+	if lw.attach, err = newAttachHub(dir, spec, cmd, stdout, stderr); err != nil {
+		lw.close(0)
+		return nil, nil, err
+	}
+	pid, err := rt.Create(cmd, bundle, spec.ID)
+	if err != nil {
+		lw.close(0)
+		_ = rt.Delete(context.Background(), spec.ID)
+		return nil, nil, err
+	}
+	lw.attach.started()
+	ctx := context.Background()
+	if err := rt.Start(ctx, spec.ID); err != nil {
+		_ = rt.Delete(ctx, spec.ID)
+		return nil, nil, err
+	}
+	st := containerState{ShimPID: os.Getpid(), PID: pid, StartedAt: time.Now().UTC()}
+	st.ShimStart, _ = processStart(st.ShimPID)
+	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
+		_ = rt.Delete(ctx, spec.ID)
+		return nil, nil, err
+	}
+	return func() containerExit {
+		ws, err := runc.Wait(pid)
+		// runc kills what the init left in its cgroup and removes it.
+		if derr := rt.Delete(ctx, spec.ID); derr != nil {
+			slog.Warn("shim: delete container", "id", spec.ID, "err", derr)
+		}
+		if err != nil {
+			return containerExit{ExitCode: 128, Reason: "Error", Message: err.Error(), FinishedAt: time.Now().UTC()}
+		}
+		return exitStatus(syscall.WaitStatus(ws))
+	}, lw, nil
 }
 
 // waitStarted waits until the program writes to r or closes it (it
@@ -254,12 +340,16 @@ func startInNamespace(cmd *exec.Cmd, path string) error {
 
 // exitOf turns a process's end into the container's exit record.
 func exitOf(ps *os.ProcessState, waitErr error) containerExit {
-	e := containerExit{FinishedAt: time.Now().UTC(), Reason: "Completed"}
 	if ps == nil {
-		e.ExitCode, e.Reason, e.Message = 128, "Error", fmt.Sprint(waitErr)
-		return e
+		return containerExit{ExitCode: 128, Reason: "Error", Message: fmt.Sprint(waitErr), FinishedAt: time.Now().UTC()}
 	}
 	ws, _ := ps.Sys().(syscall.WaitStatus)
+	return exitStatus(ws)
+}
+
+// exitStatus is the container's exit record for its process's status.
+func exitStatus(ws syscall.WaitStatus) containerExit {
+	e := containerExit{FinishedAt: time.Now().UTC(), Reason: "Completed"}
 	switch {
 	case ws.Signaled():
 		e.Signal = int32(ws.Signal())

@@ -227,3 +227,24 @@ func writeFile(path string, b []byte) error {
 	}
 	return nil
 }
+
+// ReadFile reads the file at path in img's root file system: from the
+// topmost layer that has it, unless a layer above deleted it.
+func (s *Store) ReadFile(img *Image, path string) ([]byte, error) {
+	for _, dir := range s.LayerDirs(img) {
+		p := filepath.Join(dir, filepath.Clean("/"+path))
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if fi.Mode()&fs.ModeCharDevice != 0 {
+			// An overlayfs whiteout: deleted in this layer.
+			return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+		}
+		return os.ReadFile(p)
+	}
+	return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+}

@@ -1,0 +1,202 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/authn/kubernetes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/internal/node/images"
+	"github.com/svcnet/svcnet/internal/node/oci"
+)
+
+// Runtimes a node runs containers with.
+const (
+	// RuntimeProcess runs the image table's programs as host processes.
+	RuntimeProcess = "process"
+	// RuntimeRunc pulls the images the image table does not map and runs
+	// them isolated with runc.
+	RuntimeRunc = "runc"
+)
+
+// ensureImage makes the container's image present as its pull policy
+// says, with the pod's image pull secrets, reporting as the kubelet's
+// image manager does (events Pulling, Pulled, Failed, BackOff; waiting
+// reasons ErrImagePull, ImagePullBackOff, ErrImageNeverPull).
+func (a *Agent) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Container) (*images.Image, waitReason, error) {
+	img, err := a.images.Lookup(c.Image)
+	present := err == nil
+	if err != nil && !errors.Is(err, images.ErrNotFound) {
+		return nil, waitReason{reason: "InvalidImageName", message: err.Error()}, err
+	}
+	switch {
+	case c.ImagePullPolicy == corev1.PullNever && !present:
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		a.event(pod, c.Name, corev1.EventTypeWarning, "ErrImageNeverPull", msg)
+		return nil, waitReason{reason: "ErrImageNeverPull", message: msg}, errors.New(msg)
+	case present && c.ImagePullPolicy != corev1.PullAlways:
+		a.event(pod, c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
+		return img, waitReason{}, nil
+	}
+	key := string(pod.UID) + "/" + c.Image
+	if a.pullBackoff.IsInBackOffSinceUpdate(key, time.Now()) {
+		a.event(pod, c.Name, corev1.EventTypeNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", c.Image))
+		msg := fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", c.Image, a.lastPullError(key))
+		return nil, waitReason{reason: "ImagePullBackOff", message: msg}, errors.New(msg)
+	}
+	a.event(pod, c.Name, corev1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
+	start := time.Now()
+	img, err = a.images.Pull(ctx, c.Image, a.pullSecrets(ctx, pod))
+	if err != nil {
+		a.pullBackoff.Next(key, time.Now())
+		a.pullErrors.Store(key, err.Error())
+		a.event(pod, c.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
+		a.event(pod, c.Name, corev1.EventTypeWarning, "Failed", "Error: ErrImagePull")
+		return nil, waitReason{reason: "ErrImagePull", message: err.Error()}, err
+	}
+	a.pullBackoff.Reset(key)
+	a.pullErrors.Delete(key)
+	took := time.Since(start).Round(time.Millisecond)
+	a.event(pod, c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf(
+		"Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.", c.Image, took, took, img.Size))
+	return img, waitReason{}, nil
+}
+
+// lastPullError is the message of the last failed pull of key.
+func (a *Agent) lastPullError(key string) string {
+	if v, ok := a.pullErrors.Load(key); ok {
+		return v.(string)
+	}
+	return ""
+}
+
+// pullSecrets is a keychain of the pod's image pull secrets; one that
+// cannot be read is skipped, as the kubelet skips it.
+func (a *Agent) pullSecrets(ctx context.Context, pod *corev1.Pod) authn.Keychain {
+	var secrets []corev1.Secret
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		s, err := a.client.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil {
+			slog.Warn("node: image pull secret", "pod", pod.Namespace+"/"+pod.Name, "secret", ref.Name, "err", err)
+			continue
+		}
+		secrets = append(secrets, *s)
+	}
+	if len(secrets) == 0 {
+		return nil
+	}
+	kc, err := kubernetes.NewFromPullSecrets(ctx, secrets)
+	if err != nil {
+		slog.Warn("node: image pull secrets", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		return nil
+	}
+	return kc
+}
+
+// ociContainer is the runc run of a pulled image: the runtime spec and
+// the image's layers.
+func (a *Agent) ociContainer(pod *corev1.Pod, sb *sandbox, c *corev1.Container, img *images.Image, env []string, mounts []bindFile, id string) (*oci.Container, error) {
+	proc, err := oci.Merge(img.Config, expandArgs(c.Command, env), expandArgs(c.Args, env), env, c.WorkingDir)
+	if err != nil {
+		return nil, err
+	}
+	uid, gid, err := a.user(pod, c, img, proc.User)
+	if err != nil {
+		return nil, err
+	}
+	oc := &oci.Container{
+		Process:     proc,
+		UID:         uid,
+		GID:         gid,
+		Groups:      containerGroups(pod),
+		Hostname:    podHostname(pod),
+		NetNS:       sb.netns,
+		CgroupsPath: "/svcnet/" + id,
+		TTY:         c.TTY,
+	}
+	for _, m := range mounts {
+		oc.Mounts = append(oc.Mounts, oci.Mount{Source: m.Source, Destination: m.Target, ReadOnly: m.ReadOnly})
+	}
+	if sc := c.SecurityContext; sc != nil {
+		oc.ReadOnlyRoot = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem
+		oc.Privileged = sc.Privileged != nil && *sc.Privileged
+		oc.NoNewPrivileges = sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation
+		if sc.Capabilities != nil {
+			for _, x := range sc.Capabilities.Add {
+				oc.CapAdd = append(oc.CapAdd, string(x))
+			}
+			for _, x := range sc.Capabilities.Drop {
+				oc.CapDrop = append(oc.CapDrop, string(x))
+			}
+		}
+	}
+	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+		oc.MemoryLimit = q.Value()
+	}
+	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		// The kubelet's quota: the CPUs' share of a 100ms period.
+		oc.CPUQuota = max(q.MilliValue()*100, 1000)
+	}
+	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
+		oc.CPUShares = uint64(max(q.MilliValue()*1024/1000, 2))
+	}
+	return oc, nil
+}
+
+// user is the container's uid and gid: runAsUser and runAsGroup (the
+// container's over the pod's) over the image's user, whose name is
+// looked up in the image's /etc/passwd.
+func (a *Agent) user(pod *corev1.Pod, c *corev1.Container, img *images.Image, imageUser string) (uint32, uint32, error) {
+	var runAsUser, runAsGroup *int64
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		runAsUser, runAsGroup = psc.RunAsUser, psc.RunAsGroup
+	}
+	if sc := c.SecurityContext; sc != nil {
+		if sc.RunAsUser != nil {
+			runAsUser = sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			runAsGroup = sc.RunAsGroup
+		}
+	}
+	user := imageUser
+	if runAsUser != nil {
+		user = strconv.FormatInt(*runAsUser, 10)
+	}
+	passwd, _ := a.images.ReadFile(img, "/etc/passwd")
+	group, _ := a.images.ReadFile(img, "/etc/group")
+	uid, gid, err := oci.ResolveUser(user, passwd, group)
+	if err != nil {
+		return 0, 0, err
+	}
+	if runAsGroup != nil {
+		gid = uint32(*runAsGroup)
+	}
+	nonRoot := false
+	if psc := pod.Spec.SecurityContext; psc != nil && psc.RunAsNonRoot != nil {
+		nonRoot = *psc.RunAsNonRoot
+	}
+	if sc := c.SecurityContext; sc != nil && sc.RunAsNonRoot != nil {
+		nonRoot = *sc.RunAsNonRoot
+	}
+	if nonRoot {
+		name, _, _ := strings.Cut(imageUser, ":")
+		if _, err := strconv.ParseUint(name, 10, 32); runAsUser == nil && name != "" && err != nil {
+			return 0, 0, fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s)",
+				name, pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", c.Name)
+		}
+		if uid == 0 {
+			return 0, 0, fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)",
+				pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", c.Name)
+		}
+	}
+	return uid, gid, nil
+}
