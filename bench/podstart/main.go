@@ -14,10 +14,19 @@
 // placed the same way in the same run (the baseline, first, deleted before
 // the claims' batch: one node's /24 holds 253 pods).
 //
+// With -runc it measures the runc runtime: N pods of an image pulled from
+// a registry (go-containerregistry's, on loopback: the host's static
+// busybox as the image's root), already in the node's store, each run by
+// runc, against N pods of the image table's busybox run as host
+// processes (the baseline) in the same run, both `sleep 3600`: create to
+// Ready p50/p99, and the proportional set size (PSS) of the processes the
+// node runs for each pod (the shim, runc's and the container's), per pod.
+//
 // It needs root; everything it creates is removed when it ends.
 //
 //	sudo go run ./bench/podstart -n 100
 //	sudo go run ./bench/podstart -storage -n 200
+//	sudo go run ./bench/podstart -runc -n 100
 package main
 
 import (
@@ -53,14 +62,29 @@ func main() {
 	image := flag.String("image", "registry.k8s.io/pause:3.10", "image of the pods")
 	svcnet := flag.String("svcnet", "", "svcnet binary (default: build ./cmd/svcnet)")
 	storage := flag.Bool("storage", false, "measure pods with a WaitForFirstConsumer claim each against pods with an emptyDir")
+	runc := flag.Bool("runc", false, "measure pods of a pulled image run by runc against the image table's busybox run as host processes")
 	flag.Parse()
-	if err := run(*n, *workers, *image, *svcnet, *storage); err != nil {
+	mode := modeStart
+	switch {
+	case *storage:
+		mode = modeStorage
+	case *runc:
+		mode = modeRunc
+	}
+	if err := run(*n, *workers, *image, *svcnet, mode); err != nil {
 		fmt.Fprintln(os.Stderr, "podstart:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, workers int, image, binary string, storage bool) (err error) {
+// What a run measures.
+const (
+	modeStart = iota
+	modeStorage
+	modeRunc
+)
+
+func run(n, workers int, image, binary string, mode int) (err error) {
 	if os.Geteuid() != 0 {
 		return errors.New("needs root for the node's network namespace")
 	}
@@ -107,14 +131,18 @@ func run(n, workers int, image, binary string, storage bool) (err error) {
 	}
 	defer logf.Close()
 	ports := freePorts(4)
-	up := exec.Command(binary, "up", "--data-dir", data, "--netns", ns, "--node-name", nodeName,
+	var extra []string
+	if mode == modeRunc {
+		extra = []string{"--runtime", "runc"}
+	}
+	up := exec.Command(binary, append([]string{"up", "--data-dir", data, "--netns", ns, "--node-name", nodeName,
 		"--bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--etcd-client-url", fmt.Sprintf("https://127.0.0.1:%d", ports[1]),
 		"--etcd-peer-url", fmt.Sprintf("https://127.0.0.1:%d", ports[2]),
 		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", ports[3]),
 		"--metrics-bind-address", "0",
 		// Both batches of -storage stay on the one node.
-		"--max-pods", strconv.Itoa(2*n+20))
+		"--max-pods", strconv.Itoa(2*n + 20)}, extra...)...)
 	up.Stdout, up.Stderr = logf, logf
 	up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := up.Start(); err != nil {
@@ -138,7 +166,10 @@ func run(n, workers int, image, binary string, storage bool) (err error) {
 		log, _ := os.ReadFile(logf.Name())
 		return fmt.Errorf("%w; svcnet up's log:\n%s", err, log[max(0, len(log)-4000):])
 	}
-	if !storage {
+	switch mode {
+	case modeRunc:
+		return compareRunc(ctx, client, n, workers, data)
+	case modeStart:
 		res, err := batch(ctx, client, "default", n, workers, func(name string) (*corev1.Pod, *corev1.PersistentVolumeClaim) {
 			return &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: name},

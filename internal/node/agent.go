@@ -307,6 +307,9 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 		a.static.removeAll(rctx)
 		cancel()
 		a.stopAllPods()
+		if a.images != nil {
+			runc.RemoveCgroupParent(cgroupParent)
+		}
 		if err := a.net.Remove(); err != nil {
 			slog.Warn("remove the node's pod network", "err", err)
 		}

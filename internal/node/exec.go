@@ -8,13 +8,17 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svcnet/svcnet/internal/node/runc"
 )
 
 // exec serves /exec/{namespace}/{pod}/{container}?command=...: the command
@@ -31,10 +35,11 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	serveSession(w, r, func(ctx context.Context, sess *session) error {
-		cmd, err := s.agent.execCommand(c, argv)
+		cmd, done, err := s.agent.enterCommand(ctx, c, argv, sess.tty)
 		if err != nil {
 			return err
 		}
+		defer done()
 		return runSession(ctx, cmd, sess, argv)
 	})
 }
@@ -60,24 +65,68 @@ func (a *Agent) streamTarget(w http.ResponseWriter, r *http.Request) (*corev1.Po
 	return nil, nil, false
 }
 
-// execCommand is argv entered into c's namespaces, in its working
-// directory, with its environment; a busybox-like image's applets come
-// first on its PATH, as they fill the image's /bin.
-func (a *Agent) execCommand(c *container, argv []string) (*exec.Cmd, error) {
+// enterCommand is argv run inside container c as a runtime's exec runs
+// it, killed when ctx ends, and what to call once it has ended. In an
+// image run by runc: `runc exec`, as the container's user and groups, in
+// its working directory, with its environment (its capabilities, cgroup
+// and namespaces are the container's). In a host process: nsenter into
+// its network, UTS and mount namespaces, in its working directory, with
+// its environment, a busybox-like image's applets first on its PATH as
+// they fill the image's /bin.
+func (a *Agent) enterCommand(ctx context.Context, c *container, argv []string, tty bool) (*exec.Cmd, func(), error) {
+	if c.Spec.OCI != nil {
+		return runcExec(ctx, c, argv, tty)
+	}
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
-		return nil, fmt.Errorf("exec needs nsenter on the node: %w", err)
+		return nil, nil, fmt.Errorf("exec needs nsenter on the node: %w", err)
 	}
 	dir := c.Spec.Dir
 	if dir == "" {
 		dir = "/"
 	}
-	args := append([]string{nsenter, "--target", strconv.Itoa(c.State.PID), "--net", "--uts", "--mount", "--wdns=" + dir, "--"}, argv...)
+	args := append([]string{"--target", strconv.Itoa(c.State.PID), "--net", "--uts", "--mount", "--wdns=" + dir, "--"}, argv...)
 	env, err := withApplets(a.cfg.DataDir, a.cfg.Images, c.Spec.Image, c.Spec.Env)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &exec.Cmd{Path: nsenter, Args: args, Env: env, Dir: "/"}, nil
+	cmd := exec.CommandContext(ctx, nsenter, args...)
+	cmd.Env, cmd.Dir = env, "/"
+	return cmd, func() {}, nil
+}
+
+// runcExec is `runc exec` of argv in c with its process's user, groups,
+// working directory and environment. runc cannot pass SIGKILL on, so
+// the end of ctx kills the command by the PID runc records.
+func runcExec(ctx context.Context, c *container, argv []string, tty bool) (*exec.Cmd, func(), error) {
+	rt, err := runc.Find(c.Spec.RuncRoot)
+	if err != nil {
+		return nil, nil, err
+	}
+	pidFile := filepath.Join(c.dir, "exec-"+newContainerID()+".pid")
+	p := c.Spec.OCI.Process
+	args := []string{"--root", rt.Root, "exec", "--pid-file", pidFile, "--user", fmt.Sprintf("%d:%d", p.User.UID, p.User.GID), "--cwd", p.Cwd}
+	for _, g := range p.User.AdditionalGids {
+		args = append(args, "--additional-gids", strconv.FormatUint(uint64(g), 10))
+	}
+	for _, kv := range p.Env {
+		args = append(args, "--env", kv)
+	}
+	if tty {
+		args = append(args, "--tty")
+	}
+	args = append(append(args, c.Spec.ID), argv...)
+	cmd := exec.CommandContext(ctx, rt.Binary, args...)
+	cmd.Dir = "/"
+	cmd.Cancel = func() error {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+		return cmd.Process.Kill()
+	}
+	return cmd, func() { _ = os.Remove(pidFile) }, nil
 }
 
 // outputGrace is how long a session's output may trail the command's exit

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,9 @@ const (
 	RuntimeRunc = "runc"
 )
 
+// cgroupParent holds the cgroups of the containers runc runs.
+const cgroupParent = "svcnet"
+
 // ensureImage makes the container's image present as its pull policy
 // says, with the pod's image pull secrets, reporting as the kubelet's
 // image manager does (events Pulling, Pulled, Failed, BackOff; waiting
@@ -46,7 +50,7 @@ func (a *Agent) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		a.event(pod, c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
 		return img, waitReason{}, nil
 	}
-	key := string(pod.UID) + "/" + c.Image
+	key := pullKey(pod, c.Image)
 	if a.pullBackoff.IsInBackOffSinceUpdate(key, time.Now()) {
 		a.event(pod, c.Name, corev1.EventTypeNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", c.Image))
 		msg := fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", c.Image, a.lastPullError(key))
@@ -68,6 +72,20 @@ func (a *Agent) ensureImage(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 	a.event(pod, c.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf(
 		"Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.", c.Image, took, took, img.Size))
 	return img, waitReason{}, nil
+}
+
+// pullKey names the pulls of image for pod in the back-off.
+func pullKey(pod *corev1.Pod, image string) string { return string(pod.UID) + "/" + image }
+
+// forgetPulls drops the back-off of a removed pod's image pulls.
+func (a *Agent) forgetPulls(pod *corev1.Pod) {
+	if pod == nil || a.pullBackoff == nil {
+		return
+	}
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		a.pullBackoff.DeleteEntry(pullKey(pod, c.Image))
+		a.pullErrors.Delete(pullKey(pod, c.Image))
+	}
 }
 
 // lastPullError is the message of the last failed pull of key.
@@ -119,8 +137,7 @@ func (a *Agent) ociContainer(pod *corev1.Pod, sb *sandbox, c *corev1.Container, 
 		Groups:      containerGroups(pod),
 		Hostname:    podHostname(pod),
 		NetNS:       sb.netns,
-		CgroupsPath: "/svcnet/" + id,
-		TTY:         c.TTY,
+		CgroupsPath: "/" + cgroupParent + "/" + id,
 	}
 	for _, m := range mounts {
 		oc.Mounts = append(oc.Mounts, oci.Mount{Source: m.Source, Destination: m.Target, ReadOnly: m.ReadOnly})
@@ -145,9 +162,9 @@ func (a *Agent) ociContainer(pod *corev1.Pod, sb *sandbox, c *corev1.Container, 
 		// The kubelet's quota: the CPUs' share of a 100ms period.
 		oc.CPUQuota = max(q.MilliValue()*100, 1000)
 	}
-	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
-		oc.CPUShares = uint64(max(q.MilliValue()*1024/1000, 2))
-	}
+	// The kubelet's shares: 2 without a request (BestEffort).
+	cpuRequest := c.Resources.Requests[corev1.ResourceCPU]
+	oc.CPUShares = uint64(max(cpuRequest.MilliValue()*1024/1000, 2))
 	return oc, nil
 }
 
@@ -188,14 +205,17 @@ func (a *Agent) user(pod *corev1.Pod, c *corev1.Container, img *images.Image, im
 		nonRoot = *sc.RunAsNonRoot
 	}
 	if nonRoot {
+		// The kubelet's verifyRunAsNonRoot, in its words.
+		podRef := fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
 		name, _, _ := strings.Cut(imageUser, ":")
-		if _, err := strconv.ParseUint(name, 10, 32); runAsUser == nil && name != "" && err != nil {
-			return 0, 0, fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s)",
-				name, pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", c.Name)
-		}
-		if uid == 0 {
-			return 0, 0, fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)",
-				pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", c.Name)
+		_, numeric := strconv.ParseUint(name, 10, 32)
+		switch {
+		case runAsUser != nil && *runAsUser == 0:
+			return 0, 0, fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s)", podRef, c.Name)
+		case runAsUser == nil && name != "" && numeric != nil:
+			return 0, 0, fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s)", name, podRef, c.Name)
+		case uid == 0:
+			return 0, 0, fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", podRef, c.Name)
 		}
 	}
 	return uid, gid, nil

@@ -277,10 +277,17 @@ func (a *Agent) execIn(ctx context.Context, c *container, argv []string) (string
 	if !c.Running() {
 		return "", errors.New("container is not running")
 	}
-	args := append([]string{"--target", strconv.Itoa(c.State.PID), "--net", "--uts", "--mount", "--"}, argv...)
-	cmd := exec.CommandContext(ctx, "nsenter", args...)
-	cmd.Env = c.Spec.Env
+	cmd, done, err := a.enterCommand(ctx, c, argv, false)
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	// A child left holding the output does not hold the probe.
+	cmd.WaitDelay = outputGrace
 	out, err := cmd.CombinedOutput()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil // it exited 0; the child is cut off
+	}
 	if ctx.Err() == context.DeadlineExceeded {
 		return string(out), fmt.Errorf("command %q timed out", strings.Join(argv, " "))
 	}

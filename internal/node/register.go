@@ -2,11 +2,13 @@ package node
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/svcnet/svcnet/internal/node/images"
 	nodereg "github.com/svcnet/svcnet/internal/registry/node"
 )
 
@@ -126,7 +129,7 @@ func (r *registration) reportStatus(ctx context.Context, force bool) error {
 		}
 		st := r.status(&n.Status)
 		if !force && time.Since(r.reported) < statusReportInterval && sameConditions(n.Status, st) &&
-			apiequality.Semantic.DeepEqual(n.Status.Addresses, st.Addresses) {
+			apiequality.Semantic.DeepEqual(n.Status.Addresses, st.Addresses) && apiequality.Semantic.DeepEqual(n.Status.Images, st.Images) {
 			return nil
 		}
 		events := changedConditions(&n.Status, st)
@@ -293,7 +296,30 @@ func (r *registration) status(old *corev1.NodeStatus) corev1.NodeStatus {
 	if r.port != 0 {
 		st.DaemonEndpoints.KubeletEndpoint.Port = r.port
 	}
+	st.Images = r.images()
 	return st
+}
+
+// maxNodeImages is the kubelet's --node-status-max-images default.
+const maxNodeImages = 50
+
+// images are the pulled images, largest first, as the kubelet lists them:
+// repo digests then tags.
+func (r *registration) images() []corev1.ContainerImage {
+	if r.agent.images == nil {
+		return nil
+	}
+	imgs, err := r.agent.images.List()
+	if err != nil {
+		slog.Warn("node status: list images", "err", err)
+		return nil
+	}
+	slices.SortStableFunc(imgs, func(x, y *images.Image) int { return cmp.Compare(y.Size, x.Size) })
+	var out []corev1.ContainerImage
+	for _, img := range imgs[:min(len(imgs), maxNodeImages)] {
+		out = append(out, corev1.ContainerImage{Names: slices.Concat(img.RepoDigests, img.RepoTags), SizeBytes: img.Size})
+	}
+	return out
 }
 
 // capacity is the machine's CPUs, memory and the data dir's disk.

@@ -32,8 +32,12 @@ var (
 		"[ALPHA] 1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
 )
 
-// procRoot is where the node reads processes and its own usage.
-const procRoot = "/proc"
+// procRoot is where the node reads processes and its own usage;
+// cgroupRoot where it reads the cgroups of the containers runc runs.
+const (
+	procRoot   = "/proc"
+	cgroupRoot = "/sys/fs/cgroup"
+)
 
 // resourceMetrics serves the kubelet's /metrics/resource: each running
 // container's usage as procstat measures it, summed per pod, and the
@@ -114,11 +118,25 @@ func (a *Agent) measurePod(snap *procstat.Snapshot, pod *corev1.Pod) ([]containe
 		if !run.Running() {
 			continue
 		}
-		if u, ok := snap.Tree(run.State.PID); ok {
+		if u, ok := usageOf(snap, run); ok {
 			out = append(out, containerUsage{Usage: u, name: run.Spec.Name, started: run.State.StartedAt})
 		}
 	}
 	return out, nil
+}
+
+// usageOf measures a running container: one runc runs from its cgroup, a
+// host process from its process tree in snap.
+func usageOf(snap *procstat.Snapshot, run *container) (procstat.Usage, bool) {
+	if run.Spec.OCI == nil {
+		return snap.Tree(run.State.PID)
+	}
+	u, err := procstat.Cgroup(cgroupRoot, run.Spec.OCI.Linux.CgroupsPath)
+	if err != nil {
+		slog.Debug("measure a container's cgroup", "container", run.Spec.Name, "err", err)
+		return u, false
+	}
+	return u, true
 }
 
 // slogPrinter logs promhttp's errors.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcnet/svcnet/internal/node/runc"
 )
 
 // runtime runs containers as processes under shims and reads their state
@@ -112,6 +115,7 @@ func (r *containerRuntime) start(uid string, spec containerSpec) error {
 		// A shim that never said how the start went may still start the
 		// container later, which nobody would then stop.
 		_ = cmd.Process.Kill()
+		deleteOrphan(spec)
 		return fmt.Errorf("read shim start: %w", err)
 	}
 	if string(msg) != "ok" {
@@ -193,7 +197,8 @@ func (r *containerRuntime) load(dir string) (*container, error) {
 	}
 	if c.Exit == nil && !shimAlive(c.State) {
 		// The shim died without recording the end (killed, or the machine
-		// rebooted): the container is gone too.
+		// rebooted): the container is gone too, or made to go.
+		deleteOrphan(spec)
 		ex := containerExit{ExitCode: 137, Signal: int32(unix.SIGKILL), Reason: "Error",
 			Message: "the container's shim exited unexpectedly", FinishedAt: time.Now().UTC()}
 		if err := writeJSON(filepath.Join(dir, exitFile), ex); err != nil {
@@ -202,6 +207,23 @@ func (r *containerRuntime) load(dir string) (*container, error) {
 		c.Exit = &ex
 	}
 	return c, nil
+}
+
+// deleteOrphan deletes the container runc runs for spec, whose shim is
+// gone: runc's container outlives it, and nobody else would stop it.
+func deleteOrphan(spec containerSpec) {
+	if spec.OCI == nil {
+		return
+	}
+	rt, err := runc.Find(spec.RuncRoot)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rt.Delete(ctx, spec.ID); err != nil {
+		slog.Debug("delete an orphaned container", "id", spec.ID, "err", err)
+	}
 }
 
 // shimAlive reports whether the shim recorded in st still runs.

@@ -295,6 +295,7 @@ func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *l
 	}
 	return func() containerExit {
 		ws, err := runc.Wait(pid)
+		oom := runc.OOMKilled(spec.OCI.Linux.CgroupsPath)
 		// runc kills what the init left in its cgroup and removes it.
 		if derr := rt.Delete(ctx, spec.ID); derr != nil {
 			slog.Warn("shim: delete container", "id", spec.ID, "err", derr)
@@ -302,7 +303,11 @@ func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *l
 		if err != nil {
 			return containerExit{ExitCode: 128, Reason: "Error", Message: err.Error(), FinishedAt: time.Now().UTC()}
 		}
-		return exitStatus(syscall.WaitStatus(ws))
+		exit := exitStatus(syscall.WaitStatus(ws))
+		if oom && exit.ExitCode != 0 {
+			exit.Reason = "OOMKilled"
+		}
+		return exit
 	}, lw, nil
 }
 

@@ -222,6 +222,7 @@ func (a *Agent) removePod(ctx context.Context, uid string) (bool, time.Duration,
 	for _, key := range a.backoffKeys(rec.Pod) {
 		a.backoff.DeleteEntry(key)
 	}
+	a.forgetPulls(rec.Pod)
 	return true, 0, nil
 }
 

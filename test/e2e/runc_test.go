@@ -1,27 +1,18 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
-	"debug/elf"
 	"fmt"
-	"io"
-	"log"
-	"net/http/httptest"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/svcnet/svcnet/internal/node/images/imagetest"
+	"github.com/svcnet/svcnet/internal/node/runc"
 )
 
 // TestRuncImages: with --runtime runc, a Deployment of an image from a
@@ -31,20 +22,31 @@ import (
 // Never and a missing tag wait with the kubelet's reasons.
 func TestRuncImages(t *testing.T) {
 	needRoot(t)
-	if _, err := exec.LookPath("runc"); err != nil || !staticELF("/bin/busybox") {
+	if _, err := exec.LookPath("runc"); err != nil || !imagetest.StaticBusybox() {
 		if os.Getenv("CI") != "" {
 			t.Fatal("CI installs runc and busybox-static (.ci/run)")
 		}
 		t.Skip("needs runc and busybox-static")
 	}
-	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	defer reg.Close()
-	host := strings.TrimPrefix(reg.URL, "http://")
+	host, stop := imagetest.Registry()
+	defer stop()
 	image := host + "/e2e/busybox:1"
-	pushBusyboxImage(t, image)
+	if err := imagetest.PushBusybox(image); err != nil {
+		t.Fatal(err)
+	}
 
-	// Registered first, run last: after the cluster has stopped its pods.
-	t.Cleanup(cleanupCgroups)
+	// Registered first, run last: after the cluster has stopped its pods
+	// and removed their cgroups' parent.
+	t.Cleanup(func() {
+		left, _ := filepath.Glob("/sys/fs/cgroup/*/svcnet")
+		if _, err := os.Stat("/sys/fs/cgroup/svcnet"); err == nil {
+			left = append(left, "/sys/fs/cgroup/svcnet")
+		}
+		if len(left) > 0 {
+			t.Errorf("cgroups left after the cluster stopped: %v", left)
+			runc.RemoveCgroupParent("svcnet")
+		}
+	})
 	c := startNodeCluster(t, "--runtime", "runc")
 	hostFile := fmt.Sprintf("/tmp/svcnet-e2e-runc-%d", os.Getpid())
 	c.withStdin(fmt.Sprintf(`apiVersion: apps/v1
@@ -84,7 +86,7 @@ spec:
 			return ""
 		})
 		lines := strings.Fields(logs)
-		for _, want := range []string{"image-root", "uid=1000", "no-file", "wrote=" + p} {
+		for _, want := range []string{imagetest.Marker, "uid=1000", "no-file", "wrote=" + p} {
 			if !strings.Contains(" "+strings.Join(lines, " ")+" ", " "+want+" ") {
 				t.Errorf("pod %s: output lacks %q (the image's root, its user, its own writable layer):\n%s", p, want, logs)
 			}
@@ -96,6 +98,22 @@ spec:
 			t.Errorf("pod %s: imageID %q, want the repo digest", p, id)
 		}
 	}
+	// The Node lists the image, by repo digest and tag, with its size.
+	eventually(t, 30*time.Second, func() string {
+		names := c.jsonpath("node", nodeName, "{.status.images[*].names}")
+		if !strings.Contains(names, host+"/e2e/busybox@sha256:") || !strings.Contains(names, image) {
+			return "node images: " + names
+		}
+		return ""
+	})
+
+	// kubectl exec runs in the container (runc exec), as its user.
+	if out := c.must("exec", pods[0], "--", "ls", "/"); !strings.Contains(out, imagetest.Marker) || strings.Contains(out, "usr") {
+		t.Errorf("kubectl exec ls / lists %q, want the image's root", out)
+	}
+	if out := c.must("exec", pods[0], "--", "id", "-u"); strings.TrimSpace(out) != "1000" {
+		t.Errorf("kubectl exec id -u: %q, want 1000", out)
+	}
 	if _, err := os.Stat(hostFile); err == nil {
 		os.Remove(hostFile)
 		t.Errorf("a container's write to %s reached the host", hostFile)
@@ -104,6 +122,54 @@ spec:
 	if !strings.Contains(events, `Pulling image "`+image+`"`) && !strings.Contains(events, `already present on machine`) {
 		t.Errorf("no pull events for %s:\n%s", pods[0], events)
 	}
+
+	// A read-only root file system refuses writes; a process outgrowing
+	// its memory limit is OOMKilled (exit 137) and restarted once (its
+	// second run finds the mark its first left in an emptyDir).
+	c.pod("readonly", image, `    command: [sh, -c, 'echo x > /f || echo write-refused; exec sleep 3600']
+    securityContext: {readOnlyRootFilesystem: true}
+`)
+	c.pod("oom", image, `    command: [sh, -c, 'if [ -e /data/ran ]; then exec sleep 3600; fi; touch /data/ran; x=$(head -c 67108864 /dev/zero | tr "\\0" a); echo survived']
+    resources: {limits: {memory: 32Mi}}
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes: [{name: data, emptyDir: {}}]
+`)
+	eventually(t, 60*time.Second, func() string {
+		if logs, _ := c.kubectl("", "logs", "readonly"); !strings.Contains(logs, "Read-only file system") || !strings.Contains(logs, "write-refused") {
+			return "logs of readonly: " + logs
+		}
+		return ""
+	})
+	eventually(t, 60*time.Second, func() string {
+		last := c.jsonpath("pod", "oom", "{.status.containerStatuses[0].lastState.terminated.reason} {.status.containerStatuses[0].lastState.terminated.exitCode} {.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].ready}")
+		if last != "OOMKilled 137 1 true" {
+			return fmt.Sprintf("pod oom: last reason, exit code, restarts, ready %q, want \"OOMKilled 137 1 true\"", last)
+		}
+		return ""
+	})
+
+	// kubectl top reads the container's cgroup: the memory it shows is
+	// within 10% of the cgroup's own counter (the container holds 32 MiB
+	// in its /dev/shm, shared memory, which the working set counts).
+	c.pod("hog", image, `    command: [sh, -c, 'head -c 33554432 /dev/zero > /dev/shm/hold; echo holding; exec sleep 3600']
+`)
+	eventually(t, 90*time.Second, func() string {
+		id := strings.TrimPrefix(c.jsonpath("pod", "hog", "{.status.containerStatuses[0].containerID}"), "svcnet://")
+		want, err := cgroupMemory("/svcnet/" + id)
+		if err != nil || want < 32<<20 {
+			return fmt.Sprintf("cgroup of hog's container %q: %d bytes, %v", id, want, err)
+		}
+		out, err := c.kubectl("", "top", "pod", "hog", "--no-headers")
+		f := strings.Fields(out)
+		if err != nil || len(f) != 3 || !strings.HasSuffix(f[2], "Mi") {
+			return "kubectl top pod hog: " + out
+		}
+		mi, _ := strconv.ParseFloat(strings.TrimSuffix(f[2], "Mi"), 64)
+		if got := mi * (1 << 20); math.Abs(got-float64(want)) > 0.1*float64(want) {
+			return fmt.Sprintf("kubectl top pod hog shows %s, the cgroup's counter %.1fMi", f[2], float64(want)/(1<<20))
+		}
+		return ""
+	})
 
 	// The kubelet's waiting reasons for images that cannot be had.
 	c.pod("never", host+"/e2e/absent:1", "    imagePullPolicy: Never\n")
@@ -129,77 +195,14 @@ spec:
 	}
 }
 
-// staticELF reports whether the executable at path needs no loader.
-func staticELF(path string) bool {
-	f, err := elf.Open(path)
+// cgroupMemory reads a container's memory in use from its cgroup's own
+// counter (v2's memory.current, v1's memory.usage_in_bytes).
+func cgroupMemory(path string) (int64, error) {
+	b, err := os.ReadFile("/sys/fs/cgroup" + path + "/memory.current")
 	if err != nil {
-		return false
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return false
+		if b, err = os.ReadFile("/sys/fs/cgroup/memory" + path + "/memory.usage_in_bytes"); err != nil {
+			return 0, err
 		}
 	}
-	return true
-}
-
-// pushBusyboxImage pushes to ref an image of one layer: the host's
-// static busybox as /bin/sh and its applets, /tmp, and a file
-// /image-root that tells the image's root from the host's.
-func pushBusyboxImage(t *testing.T, ref string) {
-	t.Helper()
-	bb, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	add := func(h *tar.Header, body []byte) {
-		h.Size = int64(len(body))
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(body); err != nil {
-			t.Fatal(err)
-		}
-	}
-	add(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755}, nil)
-	add(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755}, bb)
-	for _, a := range []string{"sh", "ls", "cat", "id", "echo", "sleep"} {
-		add(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil)
-	}
-	add(&tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777}, nil)
-	add(&tar.Header{Name: "image-root", Typeflag: tar.TypeReg, Mode: 0o644}, []byte("x"))
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img, err = mutate.Config(img, v1.Config{Cmd: []string{"sh"}, Env: []string{"PATH=/bin"}}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// cleanupCgroups removes the parent cgroup the node's containers had,
-// once empty.
-func cleanupCgroups() {
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/svcnet")
-	for _, d := range append(dirs, "/sys/fs/cgroup/svcnet") {
-		_ = os.Remove(d)
-	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }

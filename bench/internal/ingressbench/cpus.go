@@ -39,38 +39,46 @@ func cpuSplit(n int) (load, prox []int, err error) {
 	return cpus[:len(cpus)-n], cpus[len(cpus)-n:], nil
 }
 
-// pin restricts every thread of process pid (0: this one) to cpus;
-// threads started later inherit the set from the thread that starts them.
-// It returns the set each thread had, for a restore.
+// pin restricts every thread of process pid (0: this one) to cpus, and
+// returns the set the process had (its main thread's). Threads started
+// later inherit the set from the thread that starts them; one started by
+// a thread not yet pinned is found by the next pass, until a pass finds
+// none.
 func pin(pid int, cpus []int) (unix.CPUSet, error) {
 	var set, old unix.CPUSet
 	for _, c := range cpus {
 		set.Set(c)
 	}
+	if err := unix.SchedGetaffinity(pid, &old); err != nil {
+		return old, fmt.Errorf("CPUs of process %d: %w", pid, err)
+	}
 	dir := "/proc/self/task"
 	if pid != 0 {
 		dir = "/proc/" + strconv.Itoa(pid) + "/task"
 	}
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return old, fmt.Errorf("threads of process %d: %w", pid, err)
-	}
-	for i, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
+	pinned := map[int]bool{}
+	for {
+		tasks, err := os.ReadDir(dir)
 		if err != nil {
-			continue
+			return old, fmt.Errorf("threads of process %d: %w", pid, err)
 		}
-		if i == 0 {
-			if err := unix.SchedGetaffinity(tid, &old); err != nil {
-				return old, fmt.Errorf("CPUs of thread %d: %w", tid, err)
+		fresh := 0
+		for _, t := range tasks {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil || pinned[tid] {
+				continue
+			}
+			fresh++
+			pinned[tid] = true
+			// A thread may have exited since the directory was read.
+			if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+				return old, fmt.Errorf("pin thread %d to CPUs %v: %w", tid, cpus, err)
 			}
 		}
-		// A thread may have exited since the directory was read.
-		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-			return old, fmt.Errorf("pin thread %d to CPUs %v: %w", tid, cpus, err)
+		if fresh == 0 {
+			return old, nil
 		}
 	}
-	return old, nil
 }
 
 // pinSelf restricts this process to cpus and GOMAXPROCS to their number;

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -38,13 +39,17 @@ type backendTransport struct {
 	nIdle int
 }
 
-// backendConn is one connection to an endpoint.
+// backendConn is one connection to an endpoint; br reads it through
+// Read, which holds a response's head to maxResponseHead.
 type backendConn struct {
 	t    *backendTransport
 	addr string
 	nc   net.Conn
 	br   *bufio.Reader
 	bw   *bufio.Writer
+	// limit is what may still be read: maxResponseHead while a head is
+	// read, unlimited for bodies.
+	limit int64
 	// idleTimer closes the connection once idle too long; it runs only
 	// while the connection is in the idle list.
 	idleTimer *time.Timer
@@ -99,7 +104,7 @@ func (t *backendTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		if err != nil {
 			return nil, err
 		}
-		res, sent, err := c.roundTrip(req)
+		res, sent, err := c.roundTrip(req, reused)
 		if err == nil {
 			return res, nil
 		}
@@ -132,7 +137,32 @@ func (t *backendTransport) get(ctx context.Context, addr string) (c *backendConn
 	if err != nil {
 		return nil, false, err
 	}
-	return &backendConn{t: t, addr: addr, nc: nc, br: bufio.NewReader(nc), bw: bufio.NewWriter(nc)}, false, nil
+	c = &backendConn{t: t, addr: addr, nc: nc, bw: bufio.NewWriter(nc), limit: math.MaxInt64}
+	c.br = bufio.NewReader(c)
+	return c, false, nil
+}
+
+// Limits on an endpoint's answer, as net/http's Transport has them: the
+// size of a response's head and the informational (1xx) responses before
+// the final one.
+const (
+	maxResponseHead   = 1 << 20
+	maxInformationals = 5
+)
+
+var errHeadTooLarge = errors.New("response head too large")
+
+// Read reads the connection within c.limit.
+func (c *backendConn) Read(p []byte) (int, error) {
+	if c.limit <= 0 {
+		return 0, errHeadTooLarge
+	}
+	if int64(len(p)) > c.limit {
+		p = p[:c.limit]
+	}
+	n, err := c.nc.Read(p)
+	c.limit -= int64(n)
+	return n, err
 }
 
 // setIdle replaces addr's idle list, keeping the count; t.mu is held.
@@ -181,10 +211,14 @@ func (c *backendConn) expire() {
 // aLongTimeAgo is a deadline that makes blocked reads and writes return.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// roundTrip writes req on c and reads the response's head; sent says
-// whether any of the answer had arrived when it failed. On a failure c
-// is closed.
-func (c *backendConn) roundTrip(req *http.Request) (res *http.Response, sent bool, err error) {
+// errStale is a 408 Request Timeout on a reused connection: the
+// endpoint had closed it for idleness, and the request may go again.
+var errStale = errors.New("the endpoint timed the kept-alive connection out")
+
+// roundTrip writes req on c (reused: kept alive from an earlier request)
+// and reads the response's head; sent says whether any of the answer had
+// arrived when it failed. On a failure c is closed.
+func (c *backendConn) roundTrip(req *http.Request, reused bool) (res *http.Response, sent bool, err error) {
 	// The request's end (the client went away) unblocks the connection.
 	stop := context.AfterFunc(req.Context(), func() { _ = c.nc.SetDeadline(aLongTimeAgo) })
 	fail := func(err error) (*http.Response, bool, error) {
@@ -198,20 +232,28 @@ func (c *backendConn) roundTrip(req *http.Request) (res *http.Response, sent boo
 	if err := c.bw.Flush(); err != nil {
 		return fail(fmt.Errorf("write request to %s: %w", c.addr, err))
 	}
-	for {
+	c.limit = maxResponseHead
+	for informationals := 0; ; informationals++ {
 		if _, err := c.br.Peek(1); err != nil {
 			return fail(fmt.Errorf("read response from %s: %w", c.addr, err))
 		}
-		sent = true
 		res, err = http.ReadResponse(c.br, req)
 		if err != nil {
+			sent = true
 			return fail(fmt.Errorf("read response from %s: %w", c.addr, err))
 		}
+		if reused && informationals == 0 && res.StatusCode == http.StatusRequestTimeout {
+			return fail(errStale)
+		}
+		sent = true
 		if res.StatusCode == http.StatusSwitchingProtocols {
 			return fail(fmt.Errorf("%s switched protocols unasked", c.addr))
 		}
 		if res.StatusCode >= 200 {
 			break
+		}
+		if informationals == maxInformationals {
+			return fail(fmt.Errorf("%s sent too many informational responses", c.addr))
 		}
 		// Informational answers (103 Early Hints) go to the client
 		// through the reverse proxy's trace, as net/http's Transport
@@ -222,6 +264,7 @@ func (c *backendConn) roundTrip(req *http.Request) (res *http.Response, sent boo
 			}
 		}
 	}
+	c.limit = math.MaxInt64
 	b := &backendBody{c: c, res: res, body: res.Body, stop: stop}
 	if res.Body == http.NoBody {
 		b.finish(true)
@@ -264,7 +307,8 @@ func (b *backendBody) Close() error {
 // and the endpoint keeps it open; otherwise it is closed.
 func (b *backendBody) finish(whole bool) {
 	b.done = true
-	if b.stop() && whole && !b.res.Close {
+	// Bytes beyond the answer are no answer to the next request.
+	if b.stop() && whole && !b.res.Close && b.c.br.Buffered() == 0 {
 		b.c.t.put(b.c)
 		return
 	}

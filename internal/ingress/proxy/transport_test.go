@@ -254,3 +254,77 @@ func TestBackendTransportConnectionClose(t *testing.T) {
 	}
 	waitFor(t, func() bool { return closed.Load() == 1 }, "the connection to close")
 }
+
+// rawServer answers each request on a connection with the next of
+// answers for that connection (by the order connections arrive), then
+// closes it.
+func rawServer(t *testing.T, answers ...[]string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for i := 0; ; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if i >= len(answers) {
+				c.Close()
+				continue
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for _, a := range answers[i] {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					io.WriteString(c, a)
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// TestBackendTransportLimits: a head too large fails the request; bytes
+// beyond an answer keep its connection out of the idle list; a 408 on a
+// reused connection (the endpoint's idle timeout) sends the request again.
+func TestBackendTransportLimits(t *testing.T) {
+	tr := newBackendTransport()
+	url := rawServer(t, []string{"HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 2<<20) + "\r\nContent-Length: 0\r\n\r\n"})
+	if _, err := send(t, tr, context.Background(), http.MethodGet, url, nil); !errors.Is(err, errHeadTooLarge) {
+		t.Errorf("a 2 MiB head: %v", err)
+	}
+
+	url = rawServer(t, []string{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA"})
+	res, err := send(t, tr, context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, res); body != "ok" {
+		t.Errorf("answer %q", body)
+	}
+	tr.mu.Lock()
+	idle := tr.nIdle
+	tr.mu.Unlock()
+	if idle != 0 {
+		t.Errorf("a connection with bytes beyond the answer is idle")
+	}
+
+	url = rawServer(t,
+		[]string{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst", "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"},
+		[]string{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh"})
+	for _, want := range []string{"first", "fresh"} {
+		res, err := send(t, tr, context.Background(), http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, res); body != want || res.StatusCode != 200 {
+			t.Errorf("answer %s %q, want 200 %q", res.Status, body, want)
+		}
+	}
+}

@@ -21,23 +21,29 @@ import (
 // Pull fetches the image ref names for the store's platform, with
 // keychain's credentials (a pod's image pull secrets; nil: none) before
 // the node's own, unpacks the layers it does not hold yet, and returns
-// the image. Pulls of one reference at the same time are one pull.
+// the image. Pulls of one reference at the same time with the node's
+// credentials alone are one pull; one with a pod's credentials is its
+// own, so that it proves them.
 func (s *Store) Pull(ctx context.Context, ref string, keychain authn.Keychain) (*Image, error) {
 	r, err := ParseReference(ref)
 	if err != nil {
 		return nil, err
 	}
-	kc := s.opts.Keychain
-	if keychain != nil {
-		kc = authn.NewMultiKeychain(keychain, kc)
-	}
-	v, err, _ := s.pulls.Do(r.String(), func() (any, error) {
+	pull := func() (*Image, error) {
+		kc := s.opts.Keychain
+		if keychain != nil {
+			kc = authn.NewMultiKeychain(keychain, kc)
+		}
 		img, err := s.pull(ctx, r, kc)
 		if err != nil {
 			return nil, fmt.Errorf("failed to pull and unpack image %q: %w", r.String(), err)
 		}
 		return img, nil
-	})
+	}
+	if keychain != nil {
+		return pull()
+	}
+	v, err, _ := s.pulls.Do(r.String(), func() (any, error) { return pull() })
 	if err != nil {
 		return nil, err
 	}

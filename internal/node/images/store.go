@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,10 +31,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/sys/unix"
 )
 
 // Image is an image the node holds.
@@ -199,11 +202,36 @@ func (s *Store) record(img *Image, refs ...string) (*Image, error) {
 		return nil, err
 	}
 	for _, r := range refs {
-		if err := writeFile(filepath.Join(s.dir, "refs", escape(r)), []byte(img.ID)); err != nil {
+		file := filepath.Join(s.dir, "refs", escape(r))
+		if prev, err := os.ReadFile(file); err == nil && string(prev) != img.ID {
+			// A tag moved: the image it named is no longer known by it.
+			if err := s.forget(string(prev), r); err != nil {
+				return nil, err
+			}
+		}
+		if err := writeFile(file, []byte(img.ID)); err != nil {
 			return nil, err
 		}
 	}
 	return img, nil
+}
+
+// forget removes ref from image id's references; s.mu is held.
+func (s *Store) forget(id, ref string) error {
+	img, err := s.image(id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	drop := func(refs []string) []string { return slices.DeleteFunc(refs, func(r string) bool { return r == ref }) }
+	img.RepoTags, img.RepoDigests = drop(img.RepoTags), drop(img.RepoDigests)
+	b, err := json.Marshal(img)
+	if err != nil {
+		return err
+	}
+	return writeFile(s.recordPath(id), b)
 }
 
 func union(a, b []string) []string {
@@ -228,23 +256,69 @@ func writeFile(path string, b []byte) error {
 	return nil
 }
 
-// ReadFile reads the file at path in img's root file system: from the
-// topmost layer that has it, unless a layer above deleted it.
+// maxReadFile bounds what ReadFile reads: an image's /etc/passwd.
+const maxReadFile = 1 << 20
+
+// ReadFile reads the regular file at path in img's root file system as
+// overlayfs shows it: from the topmost layer that has it, unless a layer
+// above deleted it (a whiteout) or made a directory on its way opaque.
+// Symbolic links are not followed (they would lead out of the image), so
+// a path through one is not found.
 func (s *Store) ReadFile(img *Image, path string) ([]byte, error) {
-	for _, dir := range s.LayerDirs(img) {
-		p := filepath.Join(dir, filepath.Clean("/"+path))
-		fi, err := os.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+	parts := strings.Split(strings.Trim(filepath.Clean("/"+path), "/"), "/")
+	for _, layer := range s.LayerDirs(img) {
+		b, found, hidden, err := readInLayer(layer, parts)
+		if err != nil || found {
+			return b, err
 		}
-		if err != nil {
-			return nil, err
+		if hidden {
+			break
 		}
-		if fi.Mode()&fs.ModeCharDevice != 0 {
-			// An overlayfs whiteout: deleted in this layer.
-			return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
-		}
-		return os.ReadFile(p)
 	}
 	return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+}
+
+// readInLayer looks for parts in one unpacked layer: found with the
+// file's content, or hidden when the layer hides the layers below.
+func readInLayer(layer string, parts []string) (b []byte, found, hidden bool, err error) {
+	p := layer
+	opaque := false
+	for i, part := range parts {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, false, opaque, nil
+		}
+		if err != nil {
+			return nil, false, false, fmt.Errorf("image store: %w", err)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode()&fs.ModeCharDevice != 0 && st.Rdev == 0 {
+			return nil, false, true, nil // a whiteout
+		}
+		if i < len(parts)-1 {
+			if !fi.IsDir() {
+				return nil, false, true, nil // a file or a link in the way
+			}
+			opaque = opaque || opaqueDir(p)
+			continue
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, false, true, nil
+		}
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			return nil, false, false, fmt.Errorf("image store: %w", err)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, maxReadFile))
+		return b, true, false, err
+	}
+	return nil, false, opaque, nil
+}
+
+// opaqueDir reports whether dir is an overlayfs opaque directory.
+func opaqueDir(dir string) bool {
+	buf := make([]byte, 1)
+	n, err := unix.Lgetxattr(dir, "trusted.overlay.opaque", buf)
+	return err == nil && n == 1 && buf[0] == 'y'
 }

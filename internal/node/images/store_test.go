@@ -67,6 +67,8 @@ func serveRegistry(t *testing.T, user, password string) string {
 type entry struct {
 	name, body string
 	dir        bool
+	// link makes the entry a symbolic link to it.
+	link string
 }
 
 func layer(t *testing.T, entries ...entry) v1.Layer {
@@ -77,6 +79,9 @@ func layer(t *testing.T, entries ...entry) v1.Layer {
 		h := &tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.body)), Typeflag: tar.TypeReg, Uid: 1000, Gid: 1000}
 		if e.dir {
 			h = &tar.Header{Name: e.name, Mode: 0o755, Typeflag: tar.TypeDir}
+		}
+		if e.link != "" {
+			h = &tar.Header{Name: e.name, Mode: 0o777, Typeflag: tar.TypeSymlink, Linkname: e.link}
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			t.Fatal(err)
@@ -174,7 +179,7 @@ func TestPull(t *testing.T) {
 		entry{name: "etc/", dir: true}, entry{name: "etc/gone", body: "old"},
 		entry{name: "data/", dir: true}, entry{name: "data/a", body: "a"})
 	top := layer(t, entry{name: "etc/.wh.gone"}, entry{name: "data/", dir: true},
-		entry{name: "data/.wh..wh..opq"}, entry{name: "data/b", body: "b"})
+		entry{name: "data/.wh..wh..opq"}, entry{name: "data/b", body: "b"}, entry{name: "etc/passwd", link: "/etc/shadow"})
 	cfg := v1.Config{Entrypoint: []string{"/bin/hello"}, Cmd: []string{"world"}, Env: []string{"PATH=/bin", "A=1"}, WorkingDir: "/data", User: "1000:1000"}
 	img := image(t, cfg, "amd64", base, top)
 	push(t, host+"/team/app:v1", img)
@@ -225,6 +230,15 @@ func TestPull(t *testing.T) {
 		t.Errorf("the image's root holds %v, want [bin/hello data/b]", names)
 	}
 
+	// ReadFile sees what overlayfs shows, and follows no link out of the
+	// image.
+	for path, want := range map[string]string{"bin/hello": "#!hello", "/data/b": "b", "data/a": "", "etc/gone": "", "etc/passwd": "", "../../etc/hostname": ""} {
+		b, err := s.ReadFile(got, path)
+		if want == "" && !errors.Is(err, os.ErrNotExist) || want != "" && (err != nil || string(b) != want) {
+			t.Errorf("ReadFile %s: %q %v, want %q", path, b, err, want)
+		}
+	}
+
 	// A second image on the same base layer leaves the unpacked layer as
 	// it is (a marker survives), and a restarted store finds both.
 	marker := filepath.Join(dirs[1], "marker")
@@ -246,6 +260,16 @@ func TestPull(t *testing.T) {
 	}
 	if list, err := s2.List(); err != nil || len(list) != 2 {
 		t.Errorf("list: %d images, %v", len(list), err)
+	}
+
+	// A tag pushed anew names the new image alone.
+	push(t, host+"/team/app:v1", image(t, v1.Config{Cmd: []string{"new"}}, "amd64", base))
+	moved, err := s2.Pull(context.Background(), host+"/team/app:v1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old, err := s2.image(got.ID); err != nil || slices.Contains(old.RepoTags, host+"/team/app:v1") || moved.ID == got.ID {
+		t.Errorf("after the tag moved, the old image still has it: %+v %v", old, err)
 	}
 	if _, err := s2.Lookup(host + "/team/app:v2"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("lookup of a tag never pulled: %v", err)

@@ -108,7 +108,6 @@ type Container struct {
 	MemoryLimit int64
 	CPUQuota    int64
 	CPUShares   uint64
-	TTY         bool
 }
 
 // Mount is a file or directory of the host bound into the container.
@@ -136,8 +135,10 @@ var allCapabilities = []string{
 	"CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
 }
 
-// Capabilities applies drops, then adds, to the default set, as the
-// kubelet's securityContext asks containerd to.
+// Capabilities is the set containerd's CRI gives a container: every
+// capability when privileged; otherwise the default set, or all of them
+// with "ALL" added, or none with "ALL" dropped, then the other adds, then
+// the other drops (which win).
 func Capabilities(add, drop []string, privileged bool) []string {
 	if privileged {
 		return slices.Clone(allCapabilities)
@@ -149,24 +150,28 @@ func Capabilities(add, drop []string, privileged bool) []string {
 		}
 		return "CAP_" + c
 	}
+	add, drop = normAll(add, norm), normAll(drop, norm)
 	caps := slices.Clone(DefaultCapabilities)
-	for _, d := range drop {
-		if d := norm(d); d == "ALL" {
-			caps = nil
-		} else {
-			caps = slices.DeleteFunc(caps, func(c string) bool { return c == d })
-		}
+	if slices.Contains(add, "ALL") {
+		caps = slices.Clone(allCapabilities)
+	}
+	if slices.Contains(drop, "ALL") {
+		caps = nil
 	}
 	for _, a := range add {
-		a := norm(a)
-		if a == "ALL" {
-			return slices.Clone(allCapabilities)
-		}
-		if !slices.Contains(caps, a) {
+		if a != "ALL" && !slices.Contains(caps, a) {
 			caps = append(caps, a)
 		}
 	}
-	return caps
+	return slices.DeleteFunc(caps, func(c string) bool { return slices.Contains(drop, c) })
+}
+
+func normAll(caps []string, norm func(string) string) []string {
+	out := make([]string, len(caps))
+	for i, c := range caps {
+		out[i] = norm(c)
+	}
+	return out
 }
 
 // Spec is the runtime spec for c.
@@ -177,11 +182,12 @@ func Spec(c Container) *specs.Spec {
 		Hostname: c.Hostname,
 		Root:     &specs.Root{Path: c.Rootfs, Readonly: c.ReadOnlyRoot},
 		Process: &specs.Process{
-			Terminal: c.TTY,
-			Args:     c.Process.Args,
-			Env:      c.Process.Env,
-			Cwd:      c.Process.Cwd,
-			User:     specs.User{UID: c.UID, GID: c.GID, AdditionalGids: c.Groups},
+			// A container's terminal is the shim's: its end is passed
+			// in as the standard streams, not made by runc.
+			Args: c.Process.Args,
+			Env:  c.Process.Env,
+			Cwd:  c.Process.Cwd,
+			User: specs.User{UID: c.UID, GID: c.GID, AdditionalGids: c.Groups},
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding: caps, Effective: caps, Permitted: caps,
 			},
@@ -238,7 +244,8 @@ func defaultMounts(privileged bool) []specs.Mount {
 func resources(c Container) *specs.LinuxResources {
 	r := &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: c.Privileged, Access: "rwm"}}}
 	if c.MemoryLimit > 0 {
-		r.Memory = &specs.LinuxMemory{Limit: &c.MemoryLimit}
+		// No swap beyond the limit, as the kubelet's containers.
+		r.Memory = &specs.LinuxMemory{Limit: &c.MemoryLimit, Swap: &c.MemoryLimit}
 	}
 	if c.CPUQuota > 0 || c.CPUShares > 0 {
 		r.CPU = &specs.LinuxCPU{}

@@ -56,6 +56,15 @@ func TestCapabilities(t *testing.T) {
 	if got := Capabilities([]string{"NET_BIND_SERVICE"}, []string{"ALL"}, false); !slices.Equal(got, []string{"CAP_NET_BIND_SERVICE"}) {
 		t.Errorf("drop ALL, add NET_BIND_SERVICE: %v", got)
 	}
+	if got := Capabilities([]string{"ALL"}, []string{"NET_RAW"}, false); slices.Contains(got, "CAP_NET_RAW") || !slices.Contains(got, "CAP_SYS_ADMIN") {
+		t.Errorf("add ALL, drop NET_RAW: %v", got)
+	}
+	if got := Capabilities([]string{"NET_ADMIN"}, []string{"net_admin"}, false); slices.Contains(got, "CAP_NET_ADMIN") {
+		t.Errorf("add and drop NET_ADMIN: the drop wins, got %v", got)
+	}
+	if got := Capabilities([]string{"all"}, []string{"ALL"}, false); len(got) != 0 {
+		t.Errorf("add ALL, drop ALL: %v, want none", got)
+	}
 	if got := Capabilities(nil, []string{"ALL"}, true); !slices.Contains(got, "CAP_SYS_ADMIN") {
 		t.Errorf("privileged: %v", got)
 	}

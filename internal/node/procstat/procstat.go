@@ -1,9 +1,9 @@
-// Package procstat measures what a node's containers use, from /proc: the
-// node runs each container as a process tree under a shim rather than in a
-// cgroup of its own, so a container's usage is its tree's. CPU is
-// cumulative (user and system time of the live processes, and of the
-// children they have reaped); memory is the resident set, the stand-in for
-// a cgroup's working set. The node's own usage is the machine's
+// Package procstat measures what a node's containers use. A host process
+// container (the process runtime) has no cgroup of its own, so its usage
+// is its process tree's, from /proc; a container runc runs is measured
+// from its cgroup (Cgroup). A tree's CPU is cumulative (user and system
+// time of the live processes, and of the children they have reaped); its
+// memory is the resident set, the stand-in for a cgroup's working set. The node's own usage is the machine's
 // (/proc/stat and /proc/meminfo), as the kubelet reports its root cgroup.
 package procstat
 

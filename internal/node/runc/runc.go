@@ -70,9 +70,8 @@ func (b Bundle) Write(spec *specs.Spec, layers []string) error {
 	if len(layers) == 0 {
 		return fmt.Errorf("bundle: an image without layers")
 	}
-	opts := "lowerdir=" + strings.Join(layers, ":") + ",upperdir=" + upper + ",workdir=" + work
-	if err := unix.Mount("overlay", b.Rootfs(), "overlay", 0, opts); err != nil {
-		return fmt.Errorf("mount the container's root file system: %w", err)
+	if err := mountOverlay(b.Rootfs(), layers, upper, work); err != nil {
+		return err
 	}
 	s := *spec
 	root := *spec.Root
@@ -84,6 +83,39 @@ func (b Bundle) Write(spec *specs.Spec, layers []string) error {
 	}
 	if err := os.WriteFile(filepath.Join(string(b), "config.json"), data, 0o600); err != nil {
 		return fmt.Errorf("bundle: %w", err)
+	}
+	return nil
+}
+
+// mountOverlay mounts the overlay of layers (topmost first) with upper
+// and work at target. Mount options are one page at most, so layers in
+// one directory (the image store's) are named relative to it, as
+// containerd does: the process's working directory is that directory for
+// the mount's time.
+func mountOverlay(target string, layers []string, upper, work string) error {
+	lower := layers
+	dir := filepath.Dir(layers[0])
+	shared := true
+	for _, l := range layers {
+		shared = shared && filepath.Dir(l) == dir
+	}
+	if shared {
+		lower = make([]string, len(layers))
+		for i, l := range layers {
+			lower[i] = filepath.Base(l)
+		}
+		prev, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("mount the container's root file system: %w", err)
+		}
+		if err := os.Chdir(dir); err != nil {
+			return fmt.Errorf("mount the container's root file system: %w", err)
+		}
+		defer os.Chdir(prev)
+	}
+	opts := "lowerdir=" + strings.Join(lower, ":") + ",upperdir=" + upper + ",workdir=" + work
+	if err := unix.Mount("overlay", target, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("mount the container's root file system: %w", err)
 	}
 	return nil
 }
@@ -158,5 +190,38 @@ func Wait(pid int) (unix.WaitStatus, error) {
 			return ws, fmt.Errorf("wait for the container's init %d: %w", pid, err)
 		}
 		return ws, nil
+	}
+}
+
+// OOMKilled reports whether the kernel's OOM killer killed a process of
+// the container's memory cgroup (cgroupsPath as its spec gives it): the
+// oom_kill count of cgroup v2's memory.events or v1's memory.oom_control.
+// Read it before Delete removes the cgroup.
+func OOMKilled(cgroupsPath string) bool {
+	for _, f := range []string{
+		filepath.Join("/sys/fs/cgroup", cgroupsPath, "memory.events"),
+		filepath.Join("/sys/fs/cgroup/memory", cgroupsPath, "memory.oom_control"),
+	} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if n, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
+				return n != "0"
+			}
+		}
+	}
+	return false
+}
+
+// RemoveCgroupParent removes the cgroup parent (a name under the root of
+// each hierarchy) that containers' cgroupsPaths were under, once runc has
+// removed theirs: best effort, as another node's containers may still be
+// in it.
+func RemoveCgroupParent(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", parent))
+	for _, d := range append(dirs, filepath.Join("/sys/fs/cgroup", parent)) {
+		_ = os.Remove(d)
 	}
 }

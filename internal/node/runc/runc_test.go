@@ -2,7 +2,7 @@ package runc
 
 import (
 	"context"
-	"debug/elf"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,12 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcnet/svcnet/internal/node/images/imagetest"
 	"github.com/svcnet/svcnet/internal/node/oci"
 )
-
-// staticBusybox is Debian's busybox-static, which .ci/run installs: an
-// image's whole root file system in one binary.
-const staticBusybox = "/bin/busybox"
 
 // cgroupParent holds the tests' containers' cgroups.
 const cgroupParent = "svcnet-runc-test"
@@ -31,8 +28,8 @@ func prerequisites(t *testing.T) *Runtime {
 	default:
 		if _, err := exec.LookPath("runc"); err != nil {
 			why = "runc is not installed (Debian package runc)"
-		} else if !static(staticBusybox) {
-			why = staticBusybox + " is not static (Debian package busybox-static)"
+		} else if !imagetest.StaticBusybox() {
+			why = imagetest.BusyboxPath + " is not static (Debian package busybox-static)"
 		}
 	}
 	if why != "" {
@@ -49,28 +46,8 @@ func prerequisites(t *testing.T) *Runtime {
 		t.Fatal(err)
 	}
 	// runc removes a container's cgroup, not the parent the test named.
-	t.Cleanup(func() {
-		parents, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupParent)
-		for _, p := range append(parents, "/sys/fs/cgroup/"+cgroupParent) {
-			_ = os.Remove(p)
-		}
-	})
+	t.Cleanup(func() { RemoveCgroupParent(cgroupParent) })
 	return rt
-}
-
-// static reports whether the executable at path needs no dynamic loader.
-func static(path string) bool {
-	f, err := elf.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return false
-		}
-	}
-	return true
 }
 
 // busyboxLayer is a layer directory holding busybox as /bin/sh and its
@@ -87,14 +64,14 @@ func busyboxLayer(t *testing.T) string {
 	if err := os.Chmod(filepath.Join(dir, "tmp"), 0o1777); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(staticBusybox)
+	b, err := os.ReadFile(imagetest.BusyboxPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "bin/busybox"), b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{"sh", "ls", "cat", "id", "echo"} {
+	for _, a := range imagetest.Applets {
 		if err := os.Symlink("busybox", filepath.Join(dir, "bin", a)); err != nil {
 			t.Fatal(err)
 		}
@@ -163,6 +140,70 @@ func TestRun(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(layer, "tmp/x")); err == nil {
 		t.Error("the write reached the image's layer")
+	}
+}
+
+// TestOOMKilled: a process that outgrows the container's memory limit is
+// killed, and the cgroup says by whom.
+func TestOOMKilled(t *testing.T) {
+	rt := prerequisites(t)
+	bundle := Bundle(t.TempDir())
+	id := "svcnet-runc-test-" + filepath.Base(string(bundle))
+	cgroup := "/" + cgroupParent + "/" + id
+	spec := oci.Spec(oci.Container{
+		Process:     oci.Process{Args: []string{"sh", "-c", "x=$(head -c 67108864 /dev/zero | tr '\\0' a); echo survived"}, Env: []string{"PATH=/bin"}, Cwd: "/"},
+		CgroupsPath: cgroup,
+		MemoryLimit: 32 << 20,
+	})
+	spec.Linux.Namespaces[len(spec.Linux.Namespaces)-1].Path = ""
+	if err := bundle.Write(spec, []string{busyboxLayer(t)}); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(bundle.Rootfs(), unix.MNT_DETACH)
+	ctx := context.Background()
+	pid, err := rt.Create(&exec.Cmd{}, bundle, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Delete(ctx, id)
+	if err := rt.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := Wait(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ws.Signaled() || ws.Signal() != unix.SIGKILL || !OOMKilled(cgroup) {
+		t.Errorf("a 64 MiB process under a 32 MiB limit ended with %v (signal %v), OOM killed %v", ws.ExitStatus(), ws.Signal(), OOMKilled(cgroup))
+	}
+}
+
+// TestManyLayers: an image of many layers under a long data dir mounts
+// (its lowerdir option would pass the page mount(2) takes).
+func TestManyLayers(t *testing.T) {
+	prerequisites(t)
+	store := filepath.Join(t.TempDir(), strings.Repeat("d", 100), strings.Repeat("e", 100), "layers")
+	var layers []string
+	for i := range 60 {
+		l := filepath.Join(store, fmt.Sprintf("%064d", i))
+		if err := os.MkdirAll(l, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(l, fmt.Sprintf("f%d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		layers = append([]string{l}, layers...) // topmost first
+	}
+	bundle := Bundle(t.TempDir())
+	spec := oci.Spec(oci.Container{Process: oci.Process{Args: []string{"true"}, Cwd: "/"}})
+	if err := bundle.Write(spec, layers); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(bundle.Rootfs(), unix.MNT_DETACH)
+	for _, f := range []string{"f0", "f59"} {
+		if _, err := os.Stat(filepath.Join(bundle.Rootfs(), f)); err != nil {
+			t.Errorf("the root lacks %s of a layer: %v", f, err)
+		}
 	}
 }
 
