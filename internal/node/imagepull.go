@@ -2,9 +2,12 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/authn/kubernetes"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -142,6 +146,9 @@ func (a *Agent) ociContainer(pod *corev1.Pod, sb *sandbox, c *corev1.Container, 
 	for _, m := range mounts {
 		oc.Mounts = append(oc.Mounts, oci.Mount{Source: m.Source, Destination: m.Target, ReadOnly: m.ReadOnly})
 	}
+	if err := a.seccomp(pod, c, oc); err != nil {
+		return nil, err
+	}
 	if sc := c.SecurityContext; sc != nil {
 		oc.ReadOnlyRoot = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem
 		oc.Privileged = sc.Privileged != nil && *sc.Privileged
@@ -166,6 +173,37 @@ func (a *Agent) ociContainer(pod *corev1.Pod, sb *sandbox, c *corev1.Container, 
 	cpuRequest := c.Resources.Requests[corev1.ResourceCPU]
 	oc.CPUShares = uint64(max(cpuRequest.MilliValue()*1024/1000, 2))
 	return oc, nil
+}
+
+// seccomp applies the seccompProfile (the container's over the pod's):
+// RuntimeDefault is containerd's profile, Localhost a profile file under
+// the node's seccomp directory (the kubelet's --seccomp-profile-root).
+func (a *Agent) seccomp(pod *corev1.Pod, c *corev1.Container, oc *oci.Container) error {
+	var p *corev1.SeccompProfile
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		p = psc.SeccompProfile
+	}
+	if sc := c.SecurityContext; sc != nil && sc.SeccompProfile != nil {
+		p = sc.SeccompProfile
+	}
+	switch {
+	case p == nil || p.Type == corev1.SeccompProfileTypeUnconfined:
+	case p.Type == corev1.SeccompProfileTypeRuntimeDefault:
+		oc.SeccompRuntimeDefault = true
+	case p.Type == corev1.SeccompProfileTypeLocalhost && p.LocalhostProfile != nil:
+		file := filepath.Join(a.cfg.DataDir, "seccomp", filepath.Clean("/"+*p.LocalhostProfile))
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("cannot load seccomp profile %q: %w", file, err)
+		}
+		oc.Seccomp = &specs.LinuxSeccomp{}
+		if err := json.Unmarshal(b, oc.Seccomp); err != nil {
+			return fmt.Errorf("decoding seccomp profile %q failed: %w", file, err)
+		}
+	default:
+		return fmt.Errorf("unsupported seccomp profile type %q", p.Type)
+	}
+	return nil
 }
 
 // user is the container's uid and gid: runAsUser and runAsGroup (the

@@ -134,6 +134,16 @@ spec:
     volumeMounts: [{name: data, mountPath: /data}]
   volumes: [{name: data, emptyDir: {}}]
 `)
+	// seccompProfile RuntimeDefault: containerd's filter is on.
+	c.pod("filtered", image, `    command: [sh, -c, 'grep Seccomp: /proc/self/status; exec sleep 3600']
+    securityContext: {seccompProfile: {type: RuntimeDefault}}
+`)
+	eventually(t, 60*time.Second, func() string {
+		if logs, _ := c.kubectl("", "logs", "filtered"); !strings.Contains(logs, "Seccomp:\t2") {
+			return fmt.Sprintf("logs of filtered: %q, want Seccomp: 2 (filter mode)", logs)
+		}
+		return ""
+	})
 	eventually(t, 60*time.Second, func() string {
 		if logs, _ := c.kubectl("", "logs", "readonly"); !strings.Contains(logs, "Read-only file system") || !strings.Contains(logs, "write-refused") {
 			return "logs of readonly: " + logs

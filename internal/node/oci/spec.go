@@ -3,9 +3,9 @@
 // kubelet: the image's config merged with the container's (command
 // replaces the entrypoint, args replace the command, the container's
 // environment over the image's), containerd's default mounts, masked
-// paths and capabilities, the container's own PID, IPC, UTS and mount
-// namespaces with the pod's network namespace joined, and the resource
-// limits as cgroup settings.
+// paths, capabilities and seccomp profile, the container's own PID, IPC,
+// UTS and mount namespaces with the pod's network namespace joined, and
+// the resource limits as cgroup settings.
 package oci
 
 import (
@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/containerd/containerd/v2/contrib/seccomp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -101,6 +102,11 @@ type Container struct {
 	CapAdd, CapDrop []string
 	// NoNewPrivileges is allowPrivilegeEscalation: false.
 	NoNewPrivileges bool
+	// SeccompRuntimeDefault filters system calls by containerd's default
+	// profile (seccompProfile RuntimeDefault); Seccomp, when set, by
+	// that profile instead (Localhost). Neither: unconfined.
+	SeccompRuntimeDefault bool
+	Seccomp               *specs.LinuxSeccomp
 	// CgroupsPath is the container's cgroup; the limits: memory in
 	// bytes, CPU quota per 100ms period in microseconds, CPU shares; 0
 	// is no limit.
@@ -202,6 +208,13 @@ func Spec(c Container) *specs.Spec {
 			},
 			Resources: resources(c),
 		},
+	}
+	switch {
+	case c.Seccomp != nil:
+		s.Linux.Seccomp = c.Seccomp
+	case c.SeccompRuntimeDefault && !c.Privileged:
+		// containerd's profile, which allows what the capabilities do.
+		s.Linux.Seccomp = seccomp.DefaultProfile(s)
 	}
 	if !c.Privileged {
 		s.Linux.MaskedPaths = []string{

@@ -101,4 +101,11 @@ func TestSpec(t *testing.T) {
 	if len(s.Linux.MaskedPaths) == 0 || !slices.Contains(s.Linux.ReadonlyPaths, "/proc/sys") {
 		t.Errorf("masked %v read-only %v", s.Linux.MaskedPaths, s.Linux.ReadonlyPaths)
 	}
+	if s.Linux.Seccomp != nil {
+		t.Errorf("unconfined by default, got a seccomp profile")
+	}
+	def := Spec(Container{Process: Process{Args: []string{"sh"}}, SeccompRuntimeDefault: true}).Linux.Seccomp
+	if def == nil || def.DefaultAction != specs.ActErrno || len(def.Syscalls) == 0 {
+		t.Errorf("RuntimeDefault: %+v, want containerd's profile (errno unless allowed)", def)
+	}
 }

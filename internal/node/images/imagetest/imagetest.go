@@ -32,7 +32,7 @@ const BusyboxPath = "/bin/busybox"
 const Marker = "image-root"
 
 // Applets are the busybox applets the image links in /bin.
-var Applets = []string{"sh", "ls", "cat", "id", "echo", "sleep", "head", "tr", "touch", "hostname"}
+var Applets = []string{"sh", "ls", "cat", "id", "echo", "sleep", "head", "tr", "touch", "hostname", "grep"}
 
 // StaticBusybox reports whether BusyboxPath is a static executable (an
 // image's whole root file system with no loader).
