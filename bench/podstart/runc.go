@@ -23,7 +23,7 @@ func compareRunc(ctx context.Context, client kubernetes.Interface, n, workers in
 	if !imagetest.StaticBusybox() {
 		return fmt.Errorf("%s is not a static busybox (Debian package busybox-static)", imagetest.BusyboxPath)
 	}
-	host, stop := imagetest.Registry()
+	host, stop := imagetest.Registry("", "")
 	defer stop()
 	pulled := host + "/bench/busybox:1"
 	if err := imagetest.PushBusybox(pulled); err != nil {

@@ -110,9 +110,11 @@ type Agent struct {
 	recorder record.EventRecorder
 	probes   *probeManager
 	backoff  *flowcontrol.Backoff
-	// images holds the pulled images (RuntimeRunc); pullBackoff and
-	// pullErrors are the image pulls' back-off and last failures.
+	// images holds the pulled images and runc runs them (RuntimeRunc);
+	// pullBackoff and pullErrors are the image pulls' back-off and last
+	// failures.
 	images      *images.Store
+	runc        *runc.Runtime
 	pullBackoff *flowcontrol.Backoff
 	pullErrors  sync.Map
 	resolv      resolvConf
@@ -182,7 +184,7 @@ func Run(ctx context.Context, cfg Config) error {
 	switch cfg.Runtime {
 	case "", RuntimeProcess:
 	case RuntimeRunc:
-		if _, err := runc.Find(""); err != nil {
+		if a.runc, err = runc.Find(filepath.Join(cfg.DataDir, "runc")); err != nil {
 			return fmt.Errorf("--runtime runc: %w", err)
 		}
 		if a.images, err = images.Open(filepath.Join(cfg.DataDir, "images"), images.Options{Mirror: cfg.RegistryMirror}); err != nil {

@@ -17,8 +17,6 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/svcnet/svcnet/internal/node/runc"
 )
 
 // exec serves /exec/{namespace}/{pod}/{container}?command=...: the command
@@ -99,10 +97,7 @@ func (a *Agent) enterCommand(ctx context.Context, c *container, argv []string, t
 // working directory and environment. runc cannot pass SIGKILL on, so
 // the end of ctx kills the command by the PID runc records.
 func runcExec(ctx context.Context, c *container, argv []string, tty bool) (*exec.Cmd, func(), error) {
-	rt, err := runc.Find(c.Spec.RuncRoot)
-	if err != nil {
-		return nil, nil, err
-	}
+	rt := c.Spec.Runc
 	pidFile := filepath.Join(c.dir, "exec-"+newContainerID()+".pid")
 	p := c.Spec.OCI.Process
 	args := []string{"--root", rt.Root, "exec", "--pid-file", pidFile, "--user", fmt.Sprintf("%d:%d", p.User.UID, p.User.GID), "--cwd", p.Cwd}

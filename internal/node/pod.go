@@ -324,26 +324,28 @@ func (a *Agent) processContainer(ctx context.Context, pod *corev1.Pod, sb *sandb
 	if env, err = withApplets(a.cfg.DataDir, a.cfg.Images, spec.Image, env); err != nil {
 		return nil, waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
 	}
+	cs := a.runSpec(pod, sb, spec, attempt)
+	cs.ImageRef = cmd.imageID
+	cs.Path, cs.Args, cs.Env, cs.Dir = cmd.path, expandArgs(cmd.argv, env), env, spec.WorkingDir
+	cs.Mounts, cs.Groups, cs.WaitReady = mounts, containerGroups(pod), cmd.builtin
+	return cs, waitReason{}, nil
+}
+
+// runSpec is what every run of the container has, however it runs: its
+// names, image, hostname, network, log and streams.
+func (a *Agent) runSpec(pod *corev1.Pod, sb *sandbox, spec *corev1.Container, attempt int) *containerSpec {
 	return &containerSpec{
 		Name:       spec.Name,
 		Attempt:    attempt,
 		Image:      imageRef(spec.Image),
-		ImageRef:   cmd.imageID,
-		Path:       cmd.path,
-		Args:       expandArgs(cmd.argv, env),
-		Env:        env,
-		Dir:        spec.WorkingDir,
 		Hostname:   podHostname(pod),
 		NetNS:      sb.netns,
-		Mounts:     mounts,
 		Log:        a.rt.logPath(pod.Namespace, pod.Name, string(pod.UID), spec.Name, attempt),
 		MaxLogSize: maxLogSize,
 		Stdin:      spec.Stdin,
 		StdinOnce:  spec.StdinOnce,
 		TTY:        spec.TTY,
-		WaitReady:  cmd.builtin,
-		Groups:     containerGroups(pod),
-	}, waitReason{}, nil
+	}
 }
 
 // imageContainer is a run of the container's pulled image with runc.
@@ -364,27 +366,13 @@ func (a *Agent) imageContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox
 		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return nil, waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
 	}
-	ref := imageRef(spec.Image)
+	cs := a.runSpec(pod, sb, spec, attempt)
+	cs.ID, cs.ImageRef = id, cs.Image
 	if len(img.RepoDigests) > 0 {
-		ref = img.RepoDigests[0]
+		cs.ImageRef = img.RepoDigests[0]
 	}
-	return &containerSpec{
-		ID:         id,
-		Name:       spec.Name,
-		Attempt:    attempt,
-		Image:      imageRef(spec.Image),
-		ImageRef:   ref,
-		Hostname:   podHostname(pod),
-		NetNS:      sb.netns,
-		Log:        a.rt.logPath(pod.Namespace, pod.Name, string(pod.UID), spec.Name, attempt),
-		MaxLogSize: maxLogSize,
-		Stdin:      spec.Stdin,
-		StdinOnce:  spec.StdinOnce,
-		TTY:        spec.TTY,
-		OCI:        oci.Spec(*oc),
-		Layers:     a.images.LayerDirs(img),
-		RuncRoot:   filepath.Join(a.cfg.DataDir, "runc"),
-	}, waitReason{}, nil
+	cs.OCI, cs.Layers, cs.Runc = oci.Spec(*oc), a.images.LayerDirs(img), a.runc
+	return cs, waitReason{}, nil
 }
 
 // containerFiles are the container's environment and its mounts: the

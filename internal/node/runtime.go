@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/svcnet/svcnet/internal/node/runc"
 )
 
 // runtime runs containers as processes under shims and reads their state
@@ -212,13 +210,10 @@ func (r *containerRuntime) load(dir string) (*container, error) {
 // deleteOrphan deletes the container runc runs for spec, whose shim is
 // gone: runc's container outlives it, and nobody else would stop it.
 func deleteOrphan(spec containerSpec) {
-	if spec.OCI == nil {
+	if spec.Runc == nil {
 		return
 	}
-	rt, err := runc.Find(spec.RuncRoot)
-	if err != nil {
-		return
-	}
+	rt := spec.Runc
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := rt.Delete(ctx, spec.ID); err != nil {

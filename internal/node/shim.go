@@ -84,14 +84,14 @@ type containerSpec struct {
 	// Groups are the process's supplementary groups (the pod's fsGroup
 	// and supplementalGroups); it runs as root.
 	Groups []uint32 `json:"groups,omitempty"`
-	// OCI, when set, runs the container from an image with runc (state
-	// under RuncRoot) by this runtime spec instead of Path and Args: its
-	// root file system is an overlay of Layers (topmost first) with a
-	// writable layer in the run's directory, its mounts, hostname and
-	// network namespace are the spec's.
-	OCI      *specs.Spec `json:"oci,omitempty"`
-	Layers   []string    `json:"layers,omitempty"`
-	RuncRoot string      `json:"runcRoot,omitempty"`
+	// OCI, when set, runs the container from an image with Runc by this
+	// runtime spec instead of Path and Args: its root file system is an
+	// overlay of Layers (topmost first) with a writable layer in the
+	// run's directory, its mounts, hostname and network namespace are the
+	// spec's.
+	OCI    *specs.Spec   `json:"oci,omitempty"`
+	Layers []string      `json:"layers,omitempty"`
+	Runc   *runc.Runtime `json:"runc,omitempty"`
 }
 
 // builtinStartTimeout bounds the wait for a built-in program to say it
@@ -175,9 +175,6 @@ func startContainer(dir string, spec containerSpec) (wait func() containerExit, 
 	if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
 		return nil, nil, fmt.Errorf("set hostname: %w", err)
 	}
-	if lw, err = openLogWriter(spec.Log, spec.MaxLogSize); err != nil {
-		return nil, nil, err
-	}
 	cmd := &exec.Cmd{
 		Path:        spec.Path,
 		Args:        spec.Args,
@@ -188,16 +185,7 @@ func startContainer(dir string, spec containerSpec) (wait func() containerExit, 
 	if len(spec.Groups) > 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Groups: spec.Groups}
 	}
-	stdout, err := lw.stream("stdout")
-	if err != nil {
-		return nil, nil, err
-	}
-	stderr, err := lw.stream("stderr")
-	if err != nil {
-		return nil, nil, err
-	}
-	if lw.attach, err = newAttachHub(dir, spec, cmd, stdout, stderr); err != nil {
-		lw.close(0)
+	if lw, err = openOutput(dir, spec, cmd); err != nil {
 		return nil, nil, err
 	}
 	var started *os.File
@@ -224,9 +212,7 @@ func startContainer(dir string, spec containerSpec) (wait func() containerExit, 
 		waitStarted(started, builtinStartTimeout)
 	}
 	lw.attach.started()
-	st := containerState{ShimPID: os.Getpid(), PID: cmd.Process.Pid, StartedAt: time.Now().UTC()}
-	st.ShimStart, _ = processStart(st.ShimPID)
-	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
+	if err := recordStart(dir, cmd.Process.Pid); err != nil {
 		_ = cmd.Process.Kill()
 		return nil, nil, err
 	}
@@ -243,10 +229,7 @@ func startContainer(dir string, spec containerSpec) (wait func() containerExit, 
 // subreaper, becomes the parent of the container's init once `runc
 // create` has made it; wait returns its exit and deletes it.
 func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *logWriter, err error) {
-	rt, err := runc.Find(spec.RuncRoot)
-	if err != nil {
-		return nil, nil, err
-	}
+	rt := spec.Runc
 	if err := runc.BecomeSubreaper(); err != nil {
 		return nil, nil, err
 	}
@@ -259,20 +242,8 @@ func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *l
 	if err := bundle.Write(spec.OCI, spec.Layers); err != nil {
 		return nil, nil, err
 	}
-	if lw, err = openLogWriter(spec.Log, spec.MaxLogSize); err != nil {
-		return nil, nil, err
-	}
-	stdout, err := lw.stream("stdout")
-	if err != nil {
-		return nil, nil, err
-	}
-	stderr, err := lw.stream("stderr")
-	if err != nil {
-		return nil, nil, err
-	}
 	cmd := &exec.Cmd{SysProcAttr: &syscall.SysProcAttr{}}
-	if lw.attach, err = newAttachHub(dir, spec, cmd, stdout, stderr); err != nil {
-		lw.close(0)
+	if lw, err = openOutput(dir, spec, cmd); err != nil {
 		return nil, nil, err
 	}
 	pid, err := rt.Create(cmd, bundle, spec.ID)
@@ -287,9 +258,7 @@ func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *l
 		_ = rt.Delete(ctx, spec.ID)
 		return nil, nil, err
 	}
-	st := containerState{ShimPID: os.Getpid(), PID: pid, StartedAt: time.Now().UTC()}
-	st.ShimStart, _ = processStart(st.ShimPID)
-	if err := writeJSON(filepath.Join(dir, stateFile), st); err != nil {
+	if err := recordStart(dir, pid); err != nil {
 		_ = rt.Delete(ctx, spec.ID)
 		return nil, nil, err
 	}
@@ -309,6 +278,36 @@ func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *l
 		}
 		return exit
 	}, lw, nil
+}
+
+// openOutput opens the container's log and its attach hub, which sets
+// cmd's standard streams.
+func openOutput(dir string, spec containerSpec, cmd *exec.Cmd) (*logWriter, error) {
+	lw, err := openLogWriter(spec.Log, spec.MaxLogSize)
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := lw.stream("stdout")
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := lw.stream("stderr")
+	if err != nil {
+		return nil, err
+	}
+	if lw.attach, err = newAttachHub(dir, spec, cmd, stdout, stderr); err != nil {
+		lw.close(0)
+		return nil, err
+	}
+	return lw, nil
+}
+
+// recordStart writes the run's state: this shim and the container's
+// process pid.
+func recordStart(dir string, pid int) error {
+	st := containerState{ShimPID: os.Getpid(), PID: pid, StartedAt: time.Now().UTC()}
+	st.ShimStart, _ = processStart(st.ShimPID)
+	return writeJSON(filepath.Join(dir, stateFile), st)
 }
 
 // waitStarted waits until the program writes to r or closes it (it

@@ -28,7 +28,7 @@ func TestRuncImages(t *testing.T) {
 		}
 		t.Skip("needs runc and busybox-static")
 	}
-	host, stop := imagetest.Registry()
+	host, stop := imagetest.Registry("", "")
 	defer stop()
 	image := host + "/e2e/busybox:1"
 	if err := imagetest.PushBusybox(image); err != nil {

@@ -246,10 +246,7 @@ func TestBackendTransportConnectionClose(t *testing.T) {
 	if body := readAll(t, res); body != "bye" {
 		t.Fatalf("answer %q", body)
 	}
-	tr.mu.Lock()
-	idle := tr.nIdle
-	tr.mu.Unlock()
-	if idle != 0 {
+	if idle := idleConns(tr); idle != 0 {
 		t.Errorf("%d connections idle after Connection: close", idle)
 	}
 	waitFor(t, func() bool { return closed.Load() == 1 }, "the connection to close")
@@ -308,10 +305,7 @@ func TestBackendTransportLimits(t *testing.T) {
 	if body := readAll(t, res); body != "ok" {
 		t.Errorf("answer %q", body)
 	}
-	tr.mu.Lock()
-	idle := tr.nIdle
-	tr.mu.Unlock()
-	if idle != 0 {
+	if idle := idleConns(tr); idle != 0 {
 		t.Errorf("a connection with bytes beyond the answer is idle")
 	}
 
@@ -327,4 +321,11 @@ func TestBackendTransportLimits(t *testing.T) {
 			t.Errorf("answer %s %q, want 200 %q", res.Status, body, want)
 		}
 	}
+}
+
+// idleConns is how many connections tr keeps idle.
+func idleConns(tr *backendTransport) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.nIdle
 }

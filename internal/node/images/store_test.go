@@ -6,9 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,7 +15,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/authn/kubernetes"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -27,6 +23,8 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcnet/svcnet/internal/node/images/imagetest"
 )
 
 // needRoot skips a test that unpacks layers (ownership, whiteout device
@@ -41,26 +39,11 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// serveRegistry runs go-containerregistry's in-process registry on
-// loopback and returns its host:port; with user set, it wants those
-// basic-auth credentials.
+// serveRegistry runs imagetest's registry until the test ends.
 func serveRegistry(t *testing.T, user, password string) string {
-	t.Helper()
-	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	if user != "" {
-		inner := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
-				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
-				http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
-				return
-			}
-			inner.ServeHTTP(w, r)
-		})
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
+	host, stop := imagetest.Registry(user, password)
+	t.Cleanup(stop)
+	return host
 }
 
 // entry is one tar member of a test layer.

@@ -27,8 +27,8 @@ import (
 // Runtime is the runc binary and the directory of its state.
 type Runtime struct {
 	// Binary is runc's path; Root its --root (state of the containers).
-	Binary string
-	Root   string
+	Binary string `json:"binary"`
+	Root   string `json:"root"`
 }
 
 // Find returns the runc on PATH with its state under root.

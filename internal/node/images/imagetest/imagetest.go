@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -51,9 +52,22 @@ func StaticBusybox() bool {
 }
 
 // Registry serves an empty registry on 127.0.0.1 and returns its
-// host:port and the function that stops it.
-func Registry() (string, func()) {
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+// host:port and the function that stops it. With user set, it wants
+// those basic-auth credentials, as a private registry.
+func Registry(user, password string) (string, func()) {
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	if user != "" {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="registry"`)
+				http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+				return
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
+	srv := httptest.NewServer(h)
 	return strings.TrimPrefix(srv.URL, "http://"), srv.Close
 }
 
