@@ -6,11 +6,13 @@ package benchenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +49,17 @@ type Server struct {
 // directory; Stop stops it and removes the directory. Options, if given,
 // adjust the server's options.
 func StartServer(ctx context.Context, options ...func(*cluster.APIServerOptions)) (*Server, error) {
+	// A free port may be taken by another test before the server binds
+	// it: then the server starts again on other ports.
+	for attempt := 1; ; attempt++ {
+		s, err := startServer(ctx, options...)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || attempt == 5 {
+			return s, err
+		}
+	}
+}
+
+func startServer(ctx context.Context, options ...func(*cluster.APIServerOptions)) (*Server, error) {
 	dir, err := os.MkdirTemp("", "svcnet-bench")
 	if err != nil {
 		return nil, err
