@@ -135,7 +135,6 @@ func (e *env) setReady(p *corev1.Pod, ready bool) {
 	if ready {
 		cur.Status.Conditions[0].Status = corev1.ConditionTrue
 	}
-	cur.ResourceVersion = fmt.Sprint(time.Now().UnixNano())
 	if _, err := e.cs.CoreV1().Pods(ns).UpdateStatus(context.Background(), cur, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}

@@ -63,16 +63,20 @@ func finish(t *testing.T, cs *fake.Clientset, code int32) {
 		if p.Status.Phase != "" {
 			continue
 		}
-		p.Status.Phase = corev1.PodSucceeded
-		if code != 0 {
-			p.Status.Phase = corev1.PodFailed
-		}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
-			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.Now()}}}}
-		p.ResourceVersion += "1" // the fake keeps resource versions as given
-		if _, err := cs.CoreV1().Pods("default").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		controllertest.RetryOnConflict(t, func() error {
+			cur, err := cs.CoreV1().Pods("default").Get(context.Background(), p.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Status.Phase = corev1.PodSucceeded
+			if code != 0 {
+				cur.Status.Phase = corev1.PodFailed
+			}
+			cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.Now()}}}}
+			_, err = cs.CoreV1().Pods("default").UpdateStatus(context.Background(), cur, metav1.UpdateOptions{})
+			return err
+		})
 	}
 }
 

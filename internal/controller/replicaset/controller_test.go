@@ -2,11 +2,9 @@ package replicaset
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,11 +14,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -41,54 +37,11 @@ var (
 
 func newClient(objects ...runtime.Object) *fake.Clientset {
 	cs := controllertest.NewClient(objects...)
-	// As the API server, a status update changes the status only, and
-	// every write gives the object a new resourceVersion (informer update
-	// handlers tell a resync from a change by it).
-	cs.PrependReactor("update", "replicasets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "status" {
-			return false, nil, nil
-		}
-		rs := a.(k8stesting.UpdateAction).GetObject().(*appsv1.ReplicaSet)
-		stored, err := cs.Tracker().Get(rsGVR, rs.Namespace, rs.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		next := stored.(*appsv1.ReplicaSet).DeepCopy()
-		next.Status = rs.Status
-		next.ResourceVersion = rs.ResourceVersion
-		return true, next, cs.Tracker().Update(rsGVR, next, rs.Namespace)
-	})
-	var rv atomic.Int64
-	bump := func(obj runtime.Object) {
-		if m, err := meta.Accessor(obj); err == nil {
-			m.SetResourceVersion(strconv.FormatInt(rv.Add(1), 10))
-		}
-	}
-	cs.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		switch a := a.(type) {
-		case k8stesting.CreateAction: // updates too: they carry the object alike
-			bump(a.GetObject())
-		case k8stesting.PatchAction:
-			if a.GetResource() != podGVR || a.GetPatchType() != types.StrategicMergePatchType {
-				return true, nil, fmt.Errorf("unexpected patch %v", a)
-			}
-			stored, err := cs.Tracker().Get(podGVR, a.GetNamespace(), a.GetName())
-			if err != nil {
-				return true, nil, err
-			}
-			data, err := json.Marshal(stored)
-			if err != nil {
-				return true, nil, err
-			}
-			if data, err = strategicpatch.StrategicMergePatch(data, a.GetPatch(), &corev1.Pod{}); err != nil {
-				return true, nil, err
-			}
-			patched := &corev1.Pod{}
-			if err := json.Unmarshal(data, patched); err != nil {
-				return true, nil, err
-			}
-			bump(patched)
-			return true, patched, cs.Tracker().Update(podGVR, patched, a.GetNamespace())
+	// The controller patches pods (adoption, release) with strategic merge
+	// patches only.
+	cs.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if p := a.(k8stesting.PatchAction); p.GetResource() != podGVR || p.GetPatchType() != types.StrategicMergePatchType {
+			return true, nil, fmt.Errorf("unexpected patch %v", a)
 		}
 		return false, nil, nil
 	})
@@ -229,14 +182,15 @@ func waitEvents(t *testing.T, cs *fake.Clientset, rs string, want ...string) {
 
 func scale(t *testing.T, cs *fake.Clientset, name string, replicas int32) {
 	t.Helper()
-	rs, err := cs.AppsV1().ReplicaSets(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs.Spec.Replicas = ptr.To(replicas)
-	if _, err := cs.AppsV1().ReplicaSets(ns).Update(context.Background(), rs, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	controllertest.RetryOnConflict(t, func() error {
+		rs, err := cs.AppsV1().ReplicaSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		rs.Spec.Replicas = ptr.To(replicas)
+		_, err = cs.AppsV1().ReplicaSets(ns).Update(context.Background(), rs, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 func TestScaleUpAndDown(t *testing.T) {
@@ -298,14 +252,7 @@ func TestAdoptAndRelease(t *testing.T) {
 	}
 
 	// Relabelled out of the selector: released, and replaced.
-	p, err := cs.CoreV1().Pods(ns).Get(context.Background(), "orphan", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Labels = map[string]string{"app": "debug"}
-	if _, err := cs.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	relabel(t, cs, "orphan", map[string]string{"app": "debug"})
 	controllertest.Eventually(t, func() string {
 		p, err := cs.CoreV1().Pods(ns).Get(context.Background(), "orphan", metav1.GetOptions{})
 		if err != nil {
@@ -324,14 +271,7 @@ func TestAdoptAndRelease(t *testing.T) {
 
 	// Relabelled back into the selector: adopted again, and the surplus
 	// deleted, unscheduled pods first.
-	p, err = cs.CoreV1().Pods(ns).Get(context.Background(), "orphan", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Labels = app
-	if _, err := cs.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	relabel(t, cs, "orphan", app)
 	controllertest.Eventually(t, func() string {
 		if got := owned(t, cs, "web"); len(got) != 2 || !slices.Contains(got, "orphan") {
 			return fmt.Sprintf("owned %v, want two with orphan", got)
@@ -475,19 +415,34 @@ func (l *laggingCache) deliver(t *testing.T) {
 	}
 }
 
+// relabel gives the pod new labels, as a user would.
+func relabel(t *testing.T, cs *fake.Clientset, name string, labels map[string]string) {
+	t.Helper()
+	controllertest.RetryOnConflict(t, func() error {
+		p, err := cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Labels = labels
+		_, err = cs.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{})
+		return err
+	})
+}
+
 // touch changes the ReplicaSet (the fake bumps its generation) and waits
 // for the sync that follows to have written its status.
 func touch(t *testing.T, cs *fake.Clientset, name string) {
 	t.Helper()
-	rs, err := cs.AppsV1().ReplicaSets(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs.Annotations = map[string]string{"touched": time.Now().String()}
-	rs, err = cs.AppsV1().ReplicaSets(ns).Update(context.Background(), rs, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var rs *appsv1.ReplicaSet
+	controllertest.RetryOnConflict(t, func() error {
+		cur, err := cs.AppsV1().ReplicaSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Annotations = map[string]string{"touched": time.Now().String()}
+		rs, err = cs.AppsV1().ReplicaSets(ns).Update(context.Background(), cur, metav1.UpdateOptions{})
+		return err
+	})
 	controllertest.Eventually(t, func() string {
 		got, err := cs.AppsV1().ReplicaSets(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {

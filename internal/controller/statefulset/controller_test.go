@@ -52,28 +52,6 @@ func start(t *testing.T, autoReady bool, objects ...runtime.Object) *world {
 		}
 		return false, nil, nil
 	})
-	// The fake keeps resourceVersions as they are; the API server bumps
-	// them on every write, which is how informer handlers tell an update
-	// from a resync.
-	var rv atomic.Int64
-	w.cs.PrependReactor("update", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		a.(k8stesting.UpdateAction).GetObject().(*corev1.Pod).ResourceVersion = fmt.Sprint(rv.Add(1))
-		return false, nil, nil
-	})
-	// A status write changes only the status, as on the API server.
-	w.cs.PrependReactor("update", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "status" {
-			return false, nil, nil
-		}
-		set := a.(k8stesting.UpdateAction).GetObject().(*appsv1.StatefulSet)
-		stored, err := w.cs.Tracker().Get(a.GetResource(), set.Namespace, set.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		next := stored.(*appsv1.StatefulSet).DeepCopy()
-		next.Status = set.Status
-		return true, next, w.cs.Tracker().Update(a.GetResource(), next, set.Namespace)
-	})
 	// A delete honours its UID precondition, as on the API server; only
 	// deletions that happen are listed.
 	w.cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -167,14 +145,21 @@ func (w *world) wantPods(want string) {
 // ready makes the pod Running and Ready, as its kubelet would.
 func (w *world) ready(name string) {
 	w.t.Helper()
-	pod, err := w.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	pod.Status = readyStatus()
-	if _, err := w.cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
+	w.podStatus(name, func(st *corev1.PodStatus) { *st = readyStatus() })
+}
+
+// podStatus changes the pod's status, as its kubelet would.
+func (w *world) podStatus(name string, change func(*corev1.PodStatus)) {
+	w.t.Helper()
+	controllertest.RetryOnConflict(w.t, func() error {
+		pod, err := w.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(&pod.Status)
+		_, err = w.cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 func (w *world) set() *appsv1.StatefulSet {
@@ -187,11 +172,12 @@ func (w *world) set() *appsv1.StatefulSet {
 
 func (w *world) change(f func(*appsv1.StatefulSet)) {
 	w.t.Helper()
-	set := w.set()
-	f(set)
-	if _, err := w.cs.AppsV1().StatefulSets(ns).Update(ctx, set, metav1.UpdateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
+	controllertest.RetryOnConflict(w.t, func() error {
+		set := w.set()
+		f(set)
+		_, err := w.cs.AppsV1().StatefulSets(ns).Update(ctx, set, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // wantStatus waits until status, rendered by render, is want.
@@ -326,11 +312,7 @@ func TestScaleDownWaitsForUnhealthyPods(t *testing.T) {
 	}
 	w.wantStatus("gen=1 replicas=3 ready=3 available=3 current=3 updated=3")
 	// web-0 turns unready: OrderedReady deletes nothing until it is back.
-	pod, _ := w.cs.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
-	pod.Status.Conditions[0].Status = corev1.ConditionFalse
-	if _, err := w.cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.podStatus("web-0", func(st *corev1.PodStatus) { st.Conditions[0].Status = corev1.ConditionFalse })
 	w.wantStatus("gen=1 replicas=3 ready=2 available=2 current=3 updated=3")
 	w.change(func(s *appsv1.StatefulSet) { s.Spec.Replicas = ptr.To[int32](2) })
 	w.wantStatus("gen=2 replicas=3 ready=2 available=2 current=3 updated=3")
@@ -352,10 +334,7 @@ func TestFailedPodIsRecreated(t *testing.T) {
 	w := start(t, true, web(1))
 	w.wantStatus("gen=1 replicas=1 ready=1 available=1 current=1 updated=1")
 	pod := w.pods()[0]
-	pod.Status.Phase = corev1.PodFailed
-	if _, err := w.cs.CoreV1().Pods(ns).UpdateStatus(ctx, &pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.podStatus(pod.Name, func(st *corev1.PodStatus) { st.Phase = corev1.PodFailed })
 	controllertest.Eventually(t, func() string {
 		pods := w.pods()
 		if len(pods) != 1 || pods[0].UID == pod.UID || pods[0].Status.Phase != corev1.PodRunning {
