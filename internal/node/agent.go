@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -117,8 +118,12 @@ type Agent struct {
 	runc        *runc.Runtime
 	pullBackoff *flowcontrol.Backoff
 	pullErrors  sync.Map
-	resolv      resolvConf
-	volumes     *volumeManager
+	// assembled holds the images assembled for the image table's entries
+	// (RuntimeRunc) by name; assembling joins concurrent first uses.
+	assembled  sync.Map
+	assembling singleflight.Group
+	resolv     resolvConf
+	volumes    *volumeManager
 
 	podLister  corelisters.PodLister
 	nodeLister corelisters.NodeLister

@@ -28,9 +28,9 @@ func appletDir(dataDir, host string) (string, error) {
 	if _, err := os.Stat(dir); err == nil {
 		return dir, nil
 	}
-	out, err := exec.Command(bin, "--list").Output()
+	names, err := appletNames(bin)
 	if err != nil {
-		return "", fmt.Errorf("list the applets of %s: %w", bin, err)
+		return "", err
 	}
 	// Built beside and renamed into place, so a concurrent first use
 	// never sees half a directory.
@@ -42,10 +42,7 @@ func appletDir(dataDir, host string) (string, error) {
 		return "", fmt.Errorf("create applet dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	for _, name := range strings.Fields(string(out)) {
-		if strings.ContainsRune(name, '/') {
-			continue
-		}
+	for _, name := range names {
 		if err := os.Symlink(bin, filepath.Join(tmp, name)); err != nil {
 			return "", fmt.Errorf("link applet %s: %w", name, err)
 		}
@@ -57,6 +54,15 @@ func appletDir(dataDir, host string) (string, error) {
 		return "", fmt.Errorf("create applet dir: %w", err)
 	}
 	return dir, nil
+}
+
+// appletNames lists the applets of the multi-call binary bin.
+func appletNames(bin string) ([]string, error) {
+	out, err := exec.Command(bin, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("list the applets of %s: %w", bin, err)
+	}
+	return slices.DeleteFunc(strings.Fields(string(out)), func(name string) bool { return strings.ContainsRune(name, '/') }), nil
 }
 
 // withApplets puts the applet directory of image's host binary, if the

@@ -151,15 +151,23 @@ type command struct {
 	builtin bool
 }
 
-// resolve applies the image's entrypoint and CMD to the container's command
-// and args as a container runtime does, then maps the result to a process.
-func (t ImageTable) resolve(self string, c *corev1.Container) (command, error) {
+// tableRun is what a container of an image in the table runs.
+type tableRun struct {
+	img Image
+	// builtin says argv are the arguments of the image's built-in
+	// program; otherwise argv is a command of the image's own.
+	builtin bool
+	argv    []string
+}
+
+// plan applies the image's entrypoint and CMD to the container's command
+// and args as a container runtime does, and tells a run of the built-in
+// program from a command (a shell) of the image's; known is false for an
+// image the table does not hold.
+func (t ImageTable) plan(c *corev1.Container) (run tableRun, known bool) {
 	img, known := t[imageName(c.Image)]
 	if !known {
-		if len(c.Command) == 0 {
-			return command{}, errImageUnknown{image: c.Image}
-		}
-		return hostCommand(append(append([]string{}, c.Command...), c.Args...), "host://"+c.Image)
+		return tableRun{}, false
 	}
 	argv := img.Entrypoint
 	switch {
@@ -170,33 +178,48 @@ func (t ImageTable) resolve(self string, c *corev1.Container) (command, error) {
 	default:
 		argv = append(append([]string{}, argv...), img.Cmd...)
 	}
-	switch {
-	case img.Builtin != "":
-		args := argv
+	if img.Builtin != "" {
 		if len(argv) > 0 && slices.Contains(img.Binaries, argv[0]) {
-			args = argv[1:]
-		} else if len(c.Command) > 0 {
-			// A command from elsewhere in the image (a shell): the host's.
-			return hostCommand(argv, "host://"+imageName(c.Image))
+			return tableRun{img: img, builtin: true, argv: argv[1:]}, true
 		}
-		full := append([]string{self, "node", "image", img.Builtin, "--ports=" + tcpPorts(c), "--"}, args...)
-		return command{path: self, argv: full, imageID: "svcnet://builtin/" + img.Builtin, builtin: true}, nil
-	case img.Host != "":
-		if len(argv) == 0 {
-			return command{}, fmt.Errorf("image %q has no command to run", c.Image)
+		if len(c.Command) == 0 {
+			return tableRun{img: img, builtin: true, argv: argv}, true
 		}
-		p, err := exec.LookPath(img.Host)
+	}
+	return tableRun{img: img, argv: argv}, true
+}
+
+// builtinArgv is the command line that runs the built-in program of
+// run's image from the svcnet executable self.
+func builtinArgv(self string, run tableRun, c *corev1.Container) []string {
+	return append([]string{self, "node", "image", run.img.Builtin, "--ports=" + tcpPorts(c), "--"}, run.argv...)
+}
+
+// resolve maps the container's command to a host process: the built-in
+// program, the host executable that plays the image, or a command from
+// the host's PATH.
+func (t ImageTable) resolve(self string, c *corev1.Container) (command, error) {
+	run, known := t.plan(c)
+	switch {
+	case !known && len(c.Command) == 0:
+		return command{}, errImageUnknown{image: c.Image}
+	case !known:
+		return hostCommand(append(append([]string{}, c.Command...), c.Args...), "host://"+c.Image)
+	case run.builtin:
+		return command{path: self, argv: builtinArgv(self, run, c), imageID: "svcnet://builtin/" + run.img.Builtin, builtin: true}, nil
+	case len(run.argv) == 0:
+		return command{}, fmt.Errorf("image %q has no command to run", c.Image)
+	case run.img.Host != "":
+		p, err := exec.LookPath(run.img.Host)
 		if err != nil {
-			return command{}, fmt.Errorf("image %q runs the host's %s: %w", c.Image, img.Host, err)
+			return command{}, fmt.Errorf("image %q runs the host's %s: %w", c.Image, run.img.Host, err)
 		}
 		// The host binary picks its applet by argv[0].
-		argv = append([]string{path.Base(argv[0])}, argv[1:]...)
+		argv := append([]string{path.Base(run.argv[0])}, run.argv[1:]...)
 		return command{path: p, argv: argv, imageID: "host://" + p}, nil
 	}
-	if len(argv) == 0 {
-		return command{}, fmt.Errorf("image %q has no command to run", c.Image)
-	}
-	return hostCommand(argv, "host://"+imageName(c.Image))
+	// A command from elsewhere in the image (a shell): the host's.
+	return hostCommand(run.argv, "host://"+imageName(c.Image))
 }
 
 // hostCommand runs argv[0] from the host's PATH.

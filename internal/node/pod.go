@@ -13,6 +13,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/logs"
 	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/node/images"
 	"github.com/svcnet/svcnet/internal/node/oci"
 )
 
@@ -183,8 +184,11 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox
 		return waitReason{reason: "ContainerCreating"}, err
 	}
 	build := a.processContainer
-	if _, mapped := a.cfg.Images[imageName(spec.Image)]; a.images != nil && !mapped {
+	if a.images != nil {
 		build = a.imageContainer
+		if _, mapped := a.cfg.Images[imageName(spec.Image)]; mapped {
+			build = a.tableContainer
+		}
 	}
 	cs, wr, err := build(ctx, pod, sb, spec, attempt)
 	if err != nil {
@@ -219,7 +223,7 @@ func withDefaults(env []string, hostname string) []string {
 	}
 	var out []string
 	for _, d := range []struct{ k, v string }{
-		{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		{"PATH", defaultPath},
 		{"HOSTNAME", hostname},
 		{"HOME", "/root"},
 	} {
@@ -354,12 +358,41 @@ func (a *Agent) imageContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox
 	if err != nil {
 		return nil, wr, err
 	}
+	return a.runcContainer(ctx, pod, sb, spec, attempt, img, false)
+}
+
+// tableContainer is a run with runc of an image the image table holds, in
+// the image the node assembles for it: a built-in program runs from the
+// node's own svcnet executable, bound into the container.
+func (a *Agent) tableContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container, attempt int) (*containerSpec, waitReason, error) {
+	run, _ := a.cfg.Images.plan(spec)
+	img, err := a.localImage(ctx, imageName(spec.Image), run.img)
+	if err != nil {
+		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", spec.Image, err))
+		return nil, waitReason{reason: "ErrImagePull", message: err.Error()}, err
+	}
+	a.event(pod, spec.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", spec.Image))
+	if run.builtin {
+		argv := builtinArgv(selfPath, run, spec)
+		spec = spec.DeepCopy()
+		spec.Command, spec.Args = argv, nil
+	}
+	return a.runcContainer(ctx, pod, sb, spec, attempt, img, run.builtin)
+}
+
+// runcContainer is a run of img with runc; builtin says the container's
+// command is a built-in program, which says when it has started.
+func (a *Agent) runcContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container, attempt int, img *images.Image, builtin bool) (*containerSpec, waitReason, error) {
 	env, mounts, wr, err := a.containerFiles(ctx, pod, sb, spec)
 	if err != nil {
 		return nil, wr, err
 	}
 	// The runtime's HOSTNAME, unless the container sets its own.
 	env = append([]string{"HOSTNAME=" + podHostname(pod)}, env...)
+	if builtin {
+		mounts = append(mounts, bindFile{Source: a.cfg.Self, Target: selfPath, ReadOnly: true})
+		env = append(env, builtinReadyEnv)
+	}
 	id := newContainerID()
 	oc, err := a.ociContainer(pod, sb, spec, img, env, mounts, id)
 	if err != nil {
@@ -371,7 +404,7 @@ func (a *Agent) imageContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox
 	if len(img.RepoDigests) > 0 {
 		cs.ImageRef = img.RepoDigests[0]
 	}
-	cs.OCI, cs.Layers, cs.Runc = oci.Spec(*oc), a.images.LayerDirs(img), a.runc
+	cs.OCI, cs.Layers, cs.Runc, cs.WaitReady = oci.Spec(*oc), a.images.LayerDirs(img), a.runc, builtin
 	return cs, waitReason{}, nil
 }
 

@@ -188,16 +188,13 @@ func startContainer(dir string, spec containerSpec) (wait func() containerExit, 
 	if lw, err = openOutput(dir, spec, cmd); err != nil {
 		return nil, nil, err
 	}
-	var started *os.File
-	if spec.WaitReady {
-		r, w, err := os.Pipe()
-		if err != nil {
-			lw.close(0)
-			return nil, nil, fmt.Errorf("pipe for the program's start: %w", err)
-		}
-		defer r.Close()
-		started = r
-		cmd.ExtraFiles = []*os.File{w}
+	started, err := passReadyPipe(spec, cmd)
+	if err != nil {
+		lw.close(0)
+		return nil, nil, err
+	}
+	if started != nil {
+		defer started.Close()
 		cmd.Env = append(cmd.Env, builtin.ReadyFDEnv+"=3") // the first extra file
 	}
 	err = startInNamespace(cmd, spec.NetNS)
@@ -225,6 +222,21 @@ func startContainer(dir string, spec containerSpec) (wait func() containerExit, 
 	}, lw, nil
 }
 
+// passReadyPipe gives a built-in program (spec.WaitReady) the write end
+// of a pipe as cmd's first extra descriptor, on which it says it has
+// started, and returns the read end; nil for any other program.
+func passReadyPipe(spec containerSpec, cmd *exec.Cmd) (*os.File, error) {
+	if !spec.WaitReady {
+		return nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("pipe for the program's start: %w", err)
+	}
+	cmd.ExtraFiles = []*os.File{w}
+	return r, nil
+}
+
 // startRunc starts the container of an image with runc: this shim, the
 // subreaper, becomes the parent of the container's init once `runc
 // create` has made it; wait returns its exit and deletes it.
@@ -246,7 +258,18 @@ func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *l
 	if lw, err = openOutput(dir, spec, cmd); err != nil {
 		return nil, nil, err
 	}
+	started, err := passReadyPipe(spec, cmd)
+	if err != nil {
+		lw.close(0)
+		return nil, nil, err
+	}
+	if started != nil {
+		defer started.Close()
+	}
 	pid, err := rt.Create(cmd, bundle, spec.ID)
+	if started != nil {
+		cmd.ExtraFiles[0].Close() // the container alone holds it now
+	}
 	if err != nil {
 		lw.close(0)
 		_ = rt.Delete(context.Background(), spec.ID)
@@ -257,6 +280,9 @@ func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *l
 	if err := rt.Start(ctx, spec.ID); err != nil {
 		_ = rt.Delete(ctx, spec.ID)
 		return nil, nil, err
+	}
+	if started != nil {
+		waitStarted(started, builtinStartTimeout)
 	}
 	if err := recordStart(dir, pid); err != nil {
 		_ = rt.Delete(ctx, spec.ID)

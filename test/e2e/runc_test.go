@@ -18,8 +18,9 @@ import (
 // TestRuncImages: with --runtime runc, a Deployment of an image from a
 // registry (go-containerregistry's, on loopback) runs isolated: its
 // containers see the image's root, not the host's, write to layers of
-// their own, run as the user asked; an absent image with pull policy
-// Never and a missing tag wait with the kubelet's reasons.
+// their own, run as the user asked; the image table's images run isolated
+// in images the node assembles; an absent image with pull policy Never and
+// a missing tag wait with the kubelet's reasons.
 func TestRuncImages(t *testing.T) {
 	needRoot(t)
 	if _, err := exec.LookPath("runc"); err != nil || !imagetest.StaticBusybox() {
@@ -122,6 +123,57 @@ spec:
 	if !strings.Contains(events, `Pulling image "`+image+`"`) && !strings.Contains(events, `already present on machine`) {
 		t.Errorf("no pull events for %s:\n%s", pods[0], events)
 	}
+
+	// The image table's images run isolated too, in images the node
+	// assembles (busybox's applets; svcnet's built-in programs): the seed
+	// lab's nginx Deployment behind a Service, fetched by its DNS name
+	// (CoreDNS runs so as well) from a busybox client.
+	c.withStdin(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeName: `+nodeName+`
+      terminationGracePeriodSeconds: 2
+      containers:
+      - {name: nginx, image: "nginx:1.25", ports: [{containerPort: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 80}]
+`, "apply", "-f", "-")
+	c.pod("client", "busybox:1.36", "    command: [sleep, '3600']\n")
+	eventually(t, 90*time.Second, func() string {
+		out, err := c.kubectl("", "exec", "client", "--", "wget", "-qO-", "http://web.default.svc.cluster.local")
+		if err != nil || !strings.Contains(out, "Welcome to nginx!") {
+			return fmt.Sprintf("wget http://web from client: %v %q; pods: %s", err, out, c.must("get", "pods", "-o", "wide"))
+		}
+		return ""
+	})
+	// The client sees busybox's root, not the host's: no /etc/os-release.
+	if out, err := c.kubectl("", "exec", "client", "--", "ls", "/bin/wget", "/etc/os-release"); err == nil || !strings.Contains(out, "/bin/wget") || strings.Contains(out, "\n/etc/os-release") {
+		t.Errorf("kubectl exec client ls: %v %q, want /bin/wget and no /etc/os-release", err, out)
+	}
+	web := strings.Fields(c.must("get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.name}"))
+	if id := c.jsonpath("pod", web[0], "{.status.containerStatuses[0].imageID}"); !strings.HasPrefix(id, "localhost/nginx@sha256:") {
+		t.Errorf("pod %s: imageID %q, want the assembled image localhost/nginx@sha256:...", web[0], id)
+	}
+	if out := c.must("exec", web[0], "--", "ls", "/"); !strings.Contains(out, "svcnet") || strings.Contains(out, "home") {
+		t.Errorf("kubectl exec %s ls / lists %q, want the assembled image's root with /svcnet", web[0], out)
+	}
+	eventually(t, 30*time.Second, func() string {
+		if names := c.jsonpath("node", nodeName, "{.status.images[*].names}"); !strings.Contains(names, "localhost/nginx:svcnet") || !strings.Contains(names, "localhost/busybox:svcnet") {
+			return "node images: " + names
+		}
+		return ""
+	})
 
 	// A read-only root file system refuses writes; a process outgrowing
 	// its memory limit is OOMKilled (exit 137) and restarted once (its

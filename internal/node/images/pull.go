@@ -60,6 +60,16 @@ func (s *Store) pull(ctx context.Context, r Reference, kc authn.Keychain) (*Imag
 	if err != nil {
 		return nil, fmt.Errorf("no image for platform %s in %q: %w", s.platform, r.String(), err)
 	}
+	tag := ""
+	if r.Tag() != "" {
+		tag = r.String()
+	}
+	return s.put(ctx, img, r.Repository()+"@"+desc.Digest.String(), tag)
+}
+
+// put unpacks the layers of img the store does not hold yet and records
+// it under its repository digest and tag (none when empty).
+func (s *Store) put(ctx context.Context, img v1.Image, repoDigest, tag string) (*Image, error) {
 	id, err := img.ConfigName()
 	if err != nil {
 		return nil, fmt.Errorf("read config digest: %w", err)
@@ -92,12 +102,11 @@ func (s *Store) pull(ctx context.Context, r Reference, kc authn.Keychain) (*Imag
 		}
 		out.Layers = append(out.Layers, diffID.String())
 	}
-	repoDigest := r.Repository() + "@" + desc.Digest.String()
 	out.RepoDigests = []string{repoDigest}
 	refs := []string{repoDigest}
-	if r.Tag() != "" {
-		out.RepoTags = []string{r.String()}
-		refs = append(refs, r.String())
+	if tag != "" {
+		out.RepoTags = []string{tag}
+		refs = append(refs, tag)
 	}
 	return s.record(out, refs...)
 }

@@ -123,7 +123,8 @@ func mountOverlay(target string, layers []string, upper, work string) error {
 // Create runs `runc create` for bundle as container id with cmd's
 // standard streams, which become the container's: files (or nil), as
 // anything else would be copied by a pipe that only the container's end
-// closes. It returns the host PID of the container's init.
+// closes. cmd's extra files are passed on to the container's process as
+// descriptors 3 and up. It returns the host PID of the container's init.
 func (r *Runtime) Create(cmd *exec.Cmd, bundle Bundle, id string) (int, error) {
 	pidFile := filepath.Join(string(bundle), "init.pid")
 	// runc's own errors go to its log as JSON lines; the last says why.
@@ -131,7 +132,12 @@ func (r *Runtime) Create(cmd *exec.Cmd, bundle Bundle, id string) (int, error) {
 	logFile := filepath.Join(string(bundle), "runc.log")
 	cmd.Path = r.Binary
 	cmd.Args = []string{r.Binary, "--root", r.Root, "--log", logFile, "--log-format", "json",
-		"create", "--bundle", string(bundle), "--pid-file", pidFile, id}
+		"create", "--bundle", string(bundle), "--pid-file", pidFile}
+	if n := len(cmd.ExtraFiles); n > 0 {
+		// The descriptors after the standard streams go to the container.
+		cmd.Args = append(cmd.Args, "--preserve-fds", strconv.Itoa(n))
+	}
+	cmd.Args = append(cmd.Args, id)
 	if err := cmd.Run(); err != nil {
 		return 0, fmt.Errorf("runc create: %w%s", err, lastError(logFile))
 	}

@@ -1,0 +1,128 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/svcnet/svcnet/internal/node/builtin"
+	"github.com/svcnet/svcnet/internal/node/images"
+)
+
+// Under runc, the images of the image table are images too, which the
+// node assembles from its own files instead of pulling them: a base layer
+// with a root file system's skeleton and busybox with its applets in /bin
+// (the image's shell and tools, as in an Alpine image), then the program:
+// for a built-in program, the ELF interpreter and libraries of svcnet's
+// executable, which is bound read-only into the container at /svcnet; for
+// a host executable, that executable and its libraries. Each is stored as
+// localhost/<table name>:svcnet, so that the containers report it and the
+// Node lists it.
+
+// selfPath is where the node binds its svcnet executable in the image of
+// a built-in program.
+const selfPath = "/svcnet"
+
+// localImageTag tags the images the node assembles.
+const localImageTag = "svcnet"
+
+// localImageLabel names, in an assembled image's config, the image
+// table's entry it plays.
+const localImageLabel = "io.svcnet.image"
+
+// builtinReadyEnv hands a built-in program run by runc the descriptor on
+// which it says it has started: the shim passes it as the first
+// descriptor after the standard streams.
+var builtinReadyEnv = builtin.ReadyFDEnv + "=3"
+
+// defaultPath is the PATH of a container whose image sets none.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// localImage returns the image assembled for the table's entry name,
+// assembling it on first use after the agent's start.
+func (a *Agent) localImage(ctx context.Context, name string, entry Image) (*images.Image, error) {
+	if img, ok := a.assembled.Load(name); ok {
+		return img.(*images.Image), nil
+	}
+	v, err, _ := a.assembling.Do(name, func() (any, error) {
+		img, err := a.assemble(ctx, name, entry)
+		if err != nil {
+			return nil, fmt.Errorf("assemble the image of %s: %w", name, err)
+		}
+		a.assembled.Store(name, img)
+		return img, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*images.Image), nil
+}
+
+func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images.Image, error) {
+	base := []images.File{
+		{Path: "/tmp", Dir: true, Mode: 0o777 | fs.ModeSticky},
+		{Path: "/root", Dir: true, Mode: 0o700},
+		{Path: "/etc/passwd", Data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")},
+		{Path: "/etc/group", Data: []byte("root:x:0:\nnogroup:x:65534:\n")},
+	}
+	bb, err := exec.LookPath("busybox")
+	if err == nil {
+		files, err := busyboxFiles(bb)
+		if err != nil {
+			return nil, err
+		}
+		base = append(base, files...)
+	}
+	var program []images.File
+	switch {
+	case entry.Builtin != "":
+		if program, err = images.ExecutableFiles(a.cfg.Self); err != nil {
+			return nil, err
+		}
+		// The mount point of the executable.
+		program = append(program, images.File{Path: selfPath, Mode: 0o755})
+	case entry.Host != "":
+		exe, err := exec.LookPath(entry.Host)
+		if err != nil {
+			return nil, fmt.Errorf("the host's %s: %w", entry.Host, err)
+		}
+		if exe, err = filepath.Abs(exe); err != nil {
+			return nil, err
+		}
+		if exe != bb {
+			if program, err = images.ExecutableFiles(exe); err != nil {
+				return nil, err
+			}
+			program = append(program, images.File{Path: exe, Source: exe})
+		}
+	}
+	// The label tells apart images of equal files (the built-in programs).
+	cfg := v1.Config{Env: []string{"PATH=" + defaultPath}, Entrypoint: entry.Entrypoint, Cmd: entry.Cmd,
+		Labels: map[string]string{localImageLabel: name}}
+	return a.images.Assemble(ctx, "localhost/"+strings.ToLower(name), localImageTag, cfg, base, program)
+}
+
+// busyboxFiles are the host's busybox at /bin/busybox, what it needs to
+// run, and a link in /bin for each of its applets.
+func busyboxFiles(bb string) ([]images.File, error) {
+	files, err := images.ExecutableFiles(bb)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, images.File{Path: "/bin/busybox", Source: bb})
+	applets, err := appletNames(bb)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range applets {
+		if name != "busybox" {
+			files = append(files, images.File{Path: "/bin/" + name, Link: "busybox"})
+		}
+	}
+	return files, nil
+}
