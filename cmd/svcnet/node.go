@@ -25,10 +25,17 @@ func nodeFlags(f *pflag.FlagSet, o *cluster.NodeOptions, listen string) {
 	f.StringVar(&o.ClusterDNS, "cluster-dns", "10.96.0.10", "the cluster DNS address in pods' resolv.conf")
 	f.StringVar(&o.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	f.StringVar(&o.ImageTable, "image-table", "", "YAML file mapping images to built-in programs, host executables or commands, over the defaults")
-	f.StringVar(&o.Runtime, "runtime", node.RuntimeProcess, "how containers run: process (the image table's programs as host processes) or runc (images the image table does not map are pulled and run isolated by runc)")
+	f.StringVar(&o.Runtime, "runtime", node.RuntimeAuto, "how containers run: runc (isolated: images are pulled, those of the image table assembled from svcnet's built-in programs and the host's busybox), process (the image table's programs as host processes, sharing the host's file system) or auto (runc where it is installed and the cgroups are mounted, else process)")
+	gc := node.DefaultImageGC()
+	o.ImageGC = gc
+	f.IntVar(&o.ImageGC.HighThresholdPercent, "image-gc-high-threshold", gc.HighThresholdPercent, "with --runtime runc: the percent of disk usage of the data dir's file system above which image garbage collection runs (100 disables it), as the kubelet's flag")
+	f.IntVar(&o.ImageGC.LowThresholdPercent, "image-gc-low-threshold", gc.LowThresholdPercent, "with --runtime runc: the percent of disk usage image garbage collection frees down to, as the kubelet's flag")
+	f.DurationVar(&o.ImageGC.MinAge, "minimum-image-ttl-duration", gc.MinAge, "with --runtime runc: how long an image stays unused before it may be garbage collected, as the kubelet's flag")
+	f.DurationVar(&o.ImageGC.Period, "image-gc-period", gc.Period, "with --runtime runc: how often disk usage is checked for image garbage collection (the kubelet's fixed 5m)")
 	f.StringVar(&o.RegistryMirror, "registry-mirror", "", "with --runtime runc: a registry (host[:port]) that Docker Hub's images are pulled from first")
 	f.StringVar(&o.ProxyMode, "proxy-mode", cluster.ProxyModeNFTables, "the Service proxy's mode: nftables (falls back to userspace where nftables cannot be used) or userspace")
 	f.DurationVar(&o.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", 5*time.Minute, "how long the Node keeps a pressure condition (DiskPressure) after its signal was last seen, as the kubelet's flag")
+	f.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", 5*time.Second, "svcnet up and node --stop-pods-on-exit: the longest grace period a pod's containers get when the node stops, as the kubelet's graceful node shutdown (0: each pod's own)")
 	f.IntVar(&o.MaxPods, "max-pods", 110, "the number of pods the node can run (its pods capacity), as the kubelet's flag")
 	f.StringVar(&o.ProxyMetrics, "proxy-metrics-bind-address", "", "host:port serving the Service proxy's /metrics over HTTP, kube-proxy's names (default: not served)")
 }

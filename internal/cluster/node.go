@@ -70,13 +70,17 @@ type NodeOptions struct {
 	ClusterDomain string
 	// ImageTable is a YAML file of images laid over the defaults.
 	ImageTable string
-	// Runtime runs the containers (node.RuntimeProcess or
-	// node.RuntimeRunc); RegistryMirror serves Docker Hub's images first.
+	// Runtime runs the containers (node.RuntimeAuto, node.RuntimeRunc or
+	// node.RuntimeProcess); RegistryMirror serves Docker Hub's images
+	// first; ImageGC says when runc's images are garbage collected.
 	Runtime        string
 	RegistryMirror string
+	ImageGC        node.ImageGC
 	// StopPodsOnExit stops the pods when the node stops (and removes the
 	// proxy's rules).
 	StopPodsOnExit bool
+	// ShutdownGracePeriod bounds each pod's grace period then.
+	ShutdownGracePeriod time.Duration
 	// ProxyMode is the Service proxy's backend (nftables).
 	ProxyMode string
 	// ProxyMetrics is host:port serving the proxy's /metrics; empty: off.
@@ -174,6 +178,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		REST:                     cfg,
 		Runtime:                  o.Runtime,
 		RegistryMirror:           o.RegistryMirror,
+		ImageGC:                  o.ImageGC,
 		DataDir:                  dir,
 		NetNS:                    o.NetNS,
 		NodeIP:                   ip,
@@ -186,6 +191,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		MaxPods:                  o.MaxPods,
 		Images:                   images,
 		StopPodsOnExit:           o.StopPodsOnExit,
+		ShutdownGracePeriod:      o.ShutdownGracePeriod,
 		Version:                  KubernetesVersion,
 		StaticPods:               append(append([]node.StaticPod{}, o.StaticPods...), proxyLog.staticPod(o, name)),
 	})

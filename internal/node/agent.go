@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -82,15 +83,24 @@ type Config struct {
 	Images ImageTable
 	// Runtime runs the containers: RuntimeProcess (the default) or
 	// RuntimeRunc, which pulls the images Images does not map (Docker
-	// Hub's from RegistryMirror first, when set) and runs them with runc.
+	// Hub's from RegistryMirror first, when set), assembles those it maps,
+	// and runs them with runc; RuntimeAuto is RuntimeRunc where runc can
+	// run containers.
 	Runtime        string
 	RegistryMirror string
+	// ImageGC is when the images runc runs are garbage collected; zero:
+	// the kubelet's defaults.
+	ImageGC ImageGC
 	// MaxPods is the pods capacity.
 	MaxPods int
 	// StopPodsOnExit stops every pod and removes its network, then the
 	// node's bridge, routes and masquerade, when the agent stops (svcnet
 	// up); otherwise pods outlive the agent.
 	StopPodsOnExit bool
+	// ShutdownGracePeriod bounds the grace period of each pod stopped
+	// when the agent stops, as the kubelet's graceful node shutdown
+	// (shutdownGracePeriod) does; zero: no bound.
+	ShutdownGracePeriod time.Duration
 	// Self is the svcnet executable that runs shims and built-in images.
 	Self string
 	// Version is the Kubernetes version the node reports.
@@ -122,6 +132,7 @@ type Agent struct {
 	// (RuntimeRunc) by name; assembling joins concurrent first uses.
 	assembled  sync.Map
 	assembling singleflight.Group
+	imageGC    *imageGC
 	resolv     resolvConf
 	volumes    *volumeManager
 
@@ -186,8 +197,29 @@ func Run(ctx context.Context, cfg Config) error {
 		resolv:  parseResolvConf(hostResolv),
 		workers: map[types.UID]*podWorker{},
 	}
+	policy := cfg.ImageGC
+	if policy == (ImageGC{}) {
+		policy = DefaultImageGC()
+	}
+	if err := policy.Validate(); err != nil {
+		return err
+	}
+	if cfg.Runtime == RuntimeAuto || cfg.Runtime == RuntimeRunc {
+		if err := runc.MountCgroups(); err != nil {
+			slog.Warn("node: mount the host's cgroups for runc", "err", err)
+		}
+	}
+	if cfg.Runtime == RuntimeAuto {
+		cfg.Runtime = RuntimeRunc
+		if err := runc.Usable(); err != nil {
+			cfg.Runtime = RuntimeProcess
+			slog.Warn("node: runc cannot run containers here; they run as host processes", "err", err)
+		}
+		a.cfg.Runtime = cfg.Runtime
+	}
 	switch cfg.Runtime {
 	case "", RuntimeProcess:
+		slog.Warn("node: containers run as host processes (--runtime process): they share the host's file system, users and processes; the image table's programs play their images")
 	case RuntimeRunc:
 		if a.runc, err = runc.Find(filepath.Join(cfg.DataDir, "runc")); err != nil {
 			return fmt.Errorf("--runtime runc: %w", err)
@@ -196,8 +228,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		a.pullBackoff = flowcontrol.NewBackOff(10*time.Second, 300*time.Second)
+		imageDir := filepath.Join(cfg.DataDir, "images")
+		a.imageGC = newImageGC(policy, a.images, func(st *unix.Statfs_t) error { return unix.Statfs(imageDir, st) },
+			a.imagesInUse, a.assembledImages)
 	default:
-		return fmt.Errorf("unknown runtime %q: %s or %s", cfg.Runtime, RuntimeProcess, RuntimeRunc)
+		return fmt.Errorf("unknown runtime %q: %s, %s or %s", cfg.Runtime, RuntimeAuto, RuntimeRunc, RuntimeProcess)
 	}
 	return a.run(ctx, nsPath)
 }
@@ -300,6 +335,9 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	wg.Go(func() { a.relist(ctx) })
 	wg.Go(func() { routes.run(ctx) })
 	wg.Go(func() { a.static.run(ctx) })
+	if a.imageGC != nil {
+		wg.Go(func() { a.collectImages(ctx) })
+	}
 	slog.Info("node agent running", "node", a.cfg.NodeName, "podCIDR", podCIDR, "nodeIP", a.nodeIP, "netns", nsPath)
 
 	<-ctx.Done()
@@ -415,6 +453,9 @@ func (a *Agent) stopAllPods() {
 			rec, _ := a.loadPodRecord(uid)
 			// No pod: no hooks and no events, the agent is going away.
 			grace := gracePeriod(rec.Pod, nil)
+			if a.cfg.ShutdownGracePeriod > 0 {
+				grace = min(grace, a.cfg.ShutdownGracePeriod)
+			}
 			if err := a.killContainers(ctx, uid, nil, &grace); err != nil {
 				slog.Warn("stop pod", "uid", uid, "err", err)
 			}

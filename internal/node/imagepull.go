@@ -27,9 +27,12 @@ import (
 const (
 	// RuntimeProcess runs the image table's programs as host processes.
 	RuntimeProcess = "process"
-	// RuntimeRunc pulls the images the image table does not map and runs
-	// them isolated with runc.
+	// RuntimeRunc pulls the images the image table does not map,
+	// assembles those it maps, and runs them isolated with runc.
 	RuntimeRunc = "runc"
+	// RuntimeAuto is RuntimeRunc where runc is installed and the cgroups
+	// are mounted, RuntimeProcess elsewhere.
+	RuntimeAuto = "auto"
 )
 
 // cgroupParent holds the cgroups of the containers runc runs.
@@ -144,6 +147,9 @@ func (a *Agent) ociContainer(pod *corev1.Pod, sb *sandbox, c *corev1.Container, 
 		CgroupsPath: "/" + cgroupParent + "/" + id,
 	}
 	for _, m := range mounts {
+		if _, err := m.source(); err != nil {
+			return nil, err
+		}
 		oc.Mounts = append(oc.Mounts, oci.Mount{Source: m.Source, Destination: m.Target, ReadOnly: m.ReadOnly})
 	}
 	if err := a.seccomp(pod, c, oc); err != nil {

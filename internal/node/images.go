@@ -35,6 +35,10 @@ type Image struct {
 	// the image's tools after the PATH's own, as an Alpine base image's
 	// busybox does under the packages installed over it.
 	Applets string `json:"applets,omitempty"`
+	// Executables are host programs the image holds (curl): under runc
+	// the node puts those the host has, with their libraries, into the
+	// image it assembles; host processes find them on the host's PATH.
+	Executables []string `json:"executables,omitempty"`
 }
 
 // ImageTable maps image names (without tag or digest, docker.io/library/
@@ -47,10 +51,12 @@ func DefaultImages() ImageTable {
 	// iproute2 over busybox: the host's tools first, busybox for the rest.
 	// Without arguments it pauses (its CMD), as upstream's DaemonSet
 	// conformance pods expect.
-	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}, Cmd: []string{"pause"}, Applets: "busybox"}
+	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}, Cmd: []string{"pause"}, Applets: "busybox",
+		Executables: []string{"curl"}}
 	pause := Image{Builtin: builtin.Pause, Binaries: []string{"/pause", "pause"}}
 	busybox := Image{Host: "busybox", Cmd: []string{"sh"}}
 	coredns := Image{Builtin: builtin.CoreDNS, Binaries: []string{"/coredns", "coredns"}}
+	kubectl := Image{Entrypoint: []string{"kubectl"}, Executables: []string{"kubectl"}}
 	ingress := Image{Builtin: builtin.IngressController, Binaries: []string{"/svcnet-ingress", "svcnet-ingress"}}
 	return ImageTable{
 		"nginx":                       {Builtin: builtin.Nginx, Binaries: []string{"nginx", "/usr/sbin/nginx", "/docker-entrypoint.sh"}},
@@ -61,6 +67,9 @@ func DefaultImages() ImageTable {
 		"registry.k8s.io/pause":                   pause,
 		"k8s.gcr.io/pause":                        pause,
 		"hashicorp/http-echo":                     {Builtin: builtin.HTTPEcho, Binaries: []string{"/http-echo", "http-echo"}},
+		"curlimages/curl":                         {Entrypoint: []string{"curl"}, Executables: []string{"curl"}},
+		"registry.k8s.io/kubectl":                 kubectl,
+		"bitnami/kubectl":                         kubectl,
 		"busybox":                                 busybox,
 		"registry.k8s.io/e2e-test-images/busybox": busybox,
 		"gcr.io/google-containers/busybox":        busybox,

@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,7 +22,8 @@ import (
 // (the image's shell and tools, as in an Alpine image), then the program:
 // for a built-in program, the ELF interpreter and libraries of svcnet's
 // executable, which is bound read-only into the container at /svcnet; for
-// a host executable, that executable and its libraries. Each is stored as
+// a host executable, that executable and its libraries; and the host
+// executables the entry lists, with theirs. Each is stored as
 // localhost/<table name>:svcnet, so that the containers report it and the
 // Node lists it.
 
@@ -35,9 +38,9 @@ const localImageTag = "svcnet"
 // table's entry it plays.
 const localImageLabel = "io.svcnet.image"
 
-// builtinReadyEnv hands a built-in program run by runc the descriptor on
-// which it says it has started: the shim passes it as the first
-// descriptor after the standard streams.
+// builtinReadyEnv hands a built-in program the descriptor on which it
+// says it has started: the shim passes it (through runc, too) as the
+// first descriptor after the standard streams.
 var builtinReadyEnv = builtin.ReadyFDEnv + "=3"
 
 // defaultPath is the PATH of a container whose image sets none.
@@ -63,6 +66,19 @@ func (a *Agent) localImage(ctx context.Context, name string, entry Image) (*imag
 	return v.(*images.Image), nil
 }
 
+// assembledImages are the IDs of the images assembled since the agent
+// started, which the image garbage collector keeps.
+func (a *Agent) assembledImages() map[string]bool {
+	out := map[string]bool{}
+	a.assembled.Range(func(_, v any) bool {
+		out[v.(*images.Image).ID] = true
+		return true
+	})
+	return out
+}
+
+// assemble builds the image of the table's entry name from the node's
+// files.
 func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images.Image, error) {
 	base := []images.File{
 		{Path: "/tmp", Dir: true, Mode: 0o777 | fs.ModeSticky},
@@ -87,24 +103,47 @@ func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images
 		// The mount point of the executable.
 		program = append(program, images.File{Path: selfPath, Mode: 0o755})
 	case entry.Host != "":
-		exe, err := exec.LookPath(entry.Host)
+		exe, files, err := hostExecutable(entry.Host)
 		if err != nil {
 			return nil, fmt.Errorf("the host's %s: %w", entry.Host, err)
 		}
-		if exe, err = filepath.Abs(exe); err != nil {
+		if exe != bb {
+			program = files
+		}
+	}
+	for _, prog := range entry.Executables {
+		_, files, err := hostExecutable(prog)
+		if errors.Is(err, exec.ErrNotFound) {
+			slog.Info("node: the host lacks an executable of the image", "image", name, "executable", prog)
+			continue
+		}
+		if err != nil {
 			return nil, err
 		}
-		if exe != bb {
-			if program, err = images.ExecutableFiles(exe); err != nil {
-				return nil, err
-			}
-			program = append(program, images.File{Path: exe, Source: exe})
-		}
+		program = append(program, files...)
 	}
 	// The label tells apart images of equal files (the built-in programs).
 	cfg := v1.Config{Env: []string{"PATH=" + defaultPath}, Entrypoint: entry.Entrypoint, Cmd: entry.Cmd,
 		Labels: map[string]string{localImageLabel: name}}
 	return a.images.Assemble(ctx, "localhost/"+strings.ToLower(name), localImageTag, cfg, base, program)
+}
+
+// hostExecutable finds the host executable name on PATH: its absolute
+// path, and the files that put it in an image at that path with what it
+// needs to run.
+func hostExecutable(name string) (string, []images.File, error) {
+	exe, err := exec.LookPath(name)
+	if err != nil {
+		return "", nil, err
+	}
+	if exe, err = filepath.Abs(exe); err != nil {
+		return "", nil, err
+	}
+	files, err := images.ExecutableFiles(exe)
+	if err != nil {
+		return "", nil, err
+	}
+	return exe, append(files, images.File{Path: exe, Source: exe}), nil
 }
 
 // busyboxFiles are the host's busybox at /bin/busybox, what it needs to

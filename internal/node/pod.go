@@ -183,21 +183,8 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox
 	if err := a.volumesMounted(pod); err != nil {
 		return waitReason{reason: "ContainerCreating"}, err
 	}
-	build := a.processContainer
-	if a.images != nil {
-		build = a.imageContainer
-		if _, mapped := a.cfg.Images[imageName(spec.Image)]; mapped {
-			build = a.tableContainer
-		}
-	}
-	cs, wr, err := build(ctx, pod, sb, spec, attempt)
-	if err != nil {
+	if wr, err := a.createAndStart(ctx, pod, sb, spec, attempt); err != nil {
 		return wr, err
-	}
-	a.event(pod, spec.Name, corev1.EventTypeNormal, "Created", "Created container: "+spec.Name)
-	if err := a.rt.start(string(pod.UID), *cs); err != nil {
-		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
-		return waitReason{reason: "RunContainerError", message: err.Error()}, err
 	}
 	a.event(pod, spec.Name, corev1.EventTypeNormal, "Started", "Started container "+spec.Name)
 	if spec.Lifecycle != nil && spec.Lifecycle.PostStart != nil {
@@ -209,6 +196,32 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox
 				_ = a.killContainer(ctx, pod, c, gracePeriod(pod, nil), "FailedPostStartHook")
 			}
 		}
+	}
+	return waitReason{}, nil
+}
+
+// createAndStart makes the container's run and starts it: a host process,
+// or an image run by runc, which the image garbage collector leaves alone
+// meanwhile.
+func (a *Agent) createAndStart(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container, attempt int) (waitReason, error) {
+	build := a.processContainer
+	if a.images != nil {
+		build = a.imageContainer
+		if _, mapped := a.cfg.Images[imageName(spec.Image)]; mapped {
+			build = a.tableContainer
+		}
+	}
+	cs, wr, err := build(ctx, pod, sb, spec, attempt)
+	if err != nil {
+		return wr, err
+	}
+	if cs.release != nil {
+		defer cs.release()
+	}
+	a.event(pod, spec.Name, corev1.EventTypeNormal, "Created", "Created container: "+spec.Name)
+	if err := a.rt.start(string(pod.UID), *cs); err != nil {
+		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
+		return waitReason{reason: "RunContainerError", message: err.Error()}, err
 	}
 	return waitReason{}, nil
 }
@@ -349,6 +362,10 @@ func (a *Agent) runSpec(pod *corev1.Pod, sb *sandbox, spec *corev1.Container, at
 		Stdin:      spec.Stdin,
 		StdinOnce:  spec.StdinOnce,
 		TTY:        spec.TTY,
+		// Read from the file by runc's runs alone: a host process has
+		// no root of its own to hold it.
+		TerminationMessagePath: spec.TerminationMessagePath,
+		FallbackToLogs:         spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }
 
@@ -393,9 +410,11 @@ func (a *Agent) runcContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox,
 		mounts = append(mounts, bindFile{Source: a.cfg.Self, Target: selfPath, ReadOnly: true})
 		env = append(env, builtinReadyEnv)
 	}
+	release := a.imageGC.hold(img.ID, time.Now())
 	id := newContainerID()
 	oc, err := a.ociContainer(pod, sb, spec, img, env, mounts, id)
 	if err != nil {
+		release()
 		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
 		return nil, waitReason{reason: "CreateContainerConfigError", message: err.Error()}, err
 	}
@@ -405,6 +424,7 @@ func (a *Agent) runcContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox,
 		cs.ImageRef = img.RepoDigests[0]
 	}
 	cs.OCI, cs.Layers, cs.Runc, cs.WaitReady = oci.Spec(*oc), a.images.LayerDirs(img), a.runc, builtin
+	cs.release = release
 	return cs, waitReason{}, nil
 }
 

@@ -152,10 +152,14 @@ func (r *registration) reportStatus(ctx context.Context, force bool) error {
 // conditionEvents records the kubelet's Node events of changed conditions.
 func (r *registration) conditionEvents(events []string) {
 	name := r.agent.cfg.NodeName
-	ref := &corev1.ObjectReference{Kind: "Node", Name: name, UID: types.UID(name)}
 	for _, ev := range events {
-		r.agent.recorder.Eventf(ref, corev1.EventTypeNormal, ev, "Node %s status is now: %s", name, ev)
+		r.agent.recorder.Eventf(r.agent.nodeRef(), corev1.EventTypeNormal, ev, "Node %s status is now: %s", name, ev)
 	}
+}
+
+// nodeRef is the Node as the kubelet's events about it name it.
+func (a *Agent) nodeRef() *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: a.cfg.NodeName, UID: types.UID(a.cfg.NodeName)}
 }
 
 // nodeCondition is st's condition of type t, nil when st is nil or

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,9 +23,9 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/logs"
-	"github.com/svcnet/svcnet/internal/node/builtin"
 	"github.com/svcnet/svcnet/internal/node/runc"
 )
 
@@ -78,6 +79,12 @@ type containerSpec struct {
 	Stdin     bool `json:"stdin,omitempty"`
 	StdinOnce bool `json:"stdinOnce,omitempty"`
 	TTY       bool `json:"tty,omitempty"`
+	// TerminationMessagePath is where, in a container run by runc, the
+	// container may write why it ended (the container's field of that
+	// name); FallbackToLogs takes the log's tail for a failure that wrote
+	// none (terminationMessagePolicy FallbackToLogsOnError).
+	TerminationMessagePath string `json:"terminationMessagePath,omitempty"`
+	FallbackToLogs         bool   `json:"fallbackToLogs,omitempty"`
 	// WaitReady is set for a built-in program: the container counts as
 	// started once the program says it listens (builtin.ReadyFDEnv).
 	WaitReady bool `json:"waitReady,omitempty"`
@@ -92,6 +99,9 @@ type containerSpec struct {
 	OCI    *specs.Spec   `json:"oci,omitempty"`
 	Layers []string      `json:"layers,omitempty"`
 	Runc   *runc.Runtime `json:"runc,omitempty"`
+	// release lets the image garbage collector have the run's image once
+	// the run is on disk; nil for a host process.
+	release func()
 }
 
 // builtinStartTimeout bounds the wait for a built-in program to say it
@@ -160,7 +170,78 @@ func RunShim(dir string) error {
 	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	exit := wait()
 	lw.close(2 * time.Second)
+	if msg := terminationMessage(dir, spec, exit); msg != "" {
+		if exit.Message != "" {
+			exit.Message += ": "
+		}
+		exit.Message += msg
+	}
 	return writeJSON(filepath.Join(dir, exitFile), exit)
+}
+
+// The kubelet's bounds of a termination message: what the file holds, or
+// the log's last lines.
+const (
+	maxTerminationMessage    = 4096
+	maxTerminationLogLines   = 80
+	maxTerminationLogMessage = 2048
+	terminationMessageFile   = "termination-log"
+)
+
+// terminationMessage is what the container left for its status, as the
+// kubelet reads it: the end of the file at its terminationMessagePath;
+// for a failure that wrote none there, with FallbackToLogs, the end of
+// the last lines of its log. What cannot be read says why instead.
+func terminationMessage(dir string, spec containerSpec, exit containerExit) string {
+	if spec.OCI != nil && spec.TerminationMessagePath != "" {
+		b, err := readTail(filepath.Join(dir, terminationMessageFile), maxTerminationMessage)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Sprintf("Error on reading termination log %s: %v", spec.TerminationMessagePath, err)
+		}
+		if len(b) > 0 {
+			return string(b)
+		}
+	}
+	if !spec.FallbackToLogs || exit.ExitCode == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := readLogFile(context.Background(), spec.Log, logOptions{tailLines: ptr.To[int64](maxTerminationLogLines)}, &buf, nil); err != nil {
+		return fmt.Sprintf("Error on reading termination message from logs: %v", err)
+	}
+	b := buf.Bytes()
+	return string(b[max(len(b)-maxTerminationLogMessage, 0):])
+}
+
+// readTail reads at most the last n bytes of file.
+func readTail(file string, n int64) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(fi.Size()-n, 0)
+	return io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
+}
+
+// terminationMessageMount is the bind mount of the run's termination
+// message file at the container's terminationMessagePath, the file made
+// writable by any user, as the kubelet makes it.
+func terminationMessageMount(dir string, spec containerSpec) (specs.Mount, error) {
+	file := filepath.Join(dir, terminationMessageFile)
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY, 0o666)
+	if err != nil {
+		return specs.Mount{}, fmt.Errorf("create the termination message file: %w", err)
+	}
+	f.Close()
+	if err := os.Chmod(file, 0o666); err != nil {
+		return specs.Mount{}, fmt.Errorf("create the termination message file: %w", err)
+	}
+	return specs.Mount{Destination: spec.TerminationMessagePath, Type: "bind", Source: file, Options: []string{"rbind", "rw"}}, nil
 }
 
 // startContainer prepares the namespaces and starts the process; wait
@@ -195,7 +276,7 @@ func startContainer(dir string, spec containerSpec) (wait func() containerExit, 
 	}
 	if started != nil {
 		defer started.Close()
-		cmd.Env = append(cmd.Env, builtin.ReadyFDEnv+"=3") // the first extra file
+		cmd.Env = append(cmd.Env, builtinReadyEnv)
 	}
 	err = startInNamespace(cmd, spec.NetNS)
 	if started != nil {
@@ -249,6 +330,13 @@ func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *l
 	// runc's init starts from.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return nil, nil, fmt.Errorf("make the mount namespace private: %w", err)
+	}
+	if spec.TerminationMessagePath != "" {
+		m, err := terminationMessageMount(dir, spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		spec.OCI.Mounts = append(spec.OCI.Mounts, m)
 	}
 	bundle := runc.Bundle(dir)
 	if err := bundle.Write(spec.OCI, spec.Layers); err != nil {

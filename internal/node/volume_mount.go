@@ -27,6 +27,21 @@ import (
 // through a bind-mounted entry reaches the host file, as it would without
 // the copy.
 
+// source stats the mount's source; a missing source is made a directory,
+// as containerd's CRI makes it (a hostPath volume without a type, say).
+func (m bindFile) source() (fs.FileInfo, error) {
+	info, err := os.Stat(m.Source)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.MkdirAll(m.Source, 0o755); err == nil {
+			info, err = os.Stat(m.Source)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mount source %s: %w", m.Source, err)
+	}
+	return info, nil
+}
+
 // mountAll makes every mount, parents before children; stage is an empty
 // directory for building copies.
 func mountAll(mounts []bindFile, stage string) error {
@@ -42,16 +57,9 @@ func mountAll(mounts []bindFile, stage string) error {
 	})
 	mp := &mountPoints{stage: stage, ours: map[string]bool{}}
 	for _, m := range sorted {
-		info, err := os.Stat(m.Source)
-		if errors.Is(err, os.ErrNotExist) {
-			// A missing source is made a directory, as containerd's CRI
-			// makes it (a hostPath volume without a type, say).
-			if err = os.MkdirAll(m.Source, 0o755); err == nil {
-				info, err = os.Stat(m.Source)
-			}
-		}
+		info, err := m.source()
 		if err != nil {
-			return fmt.Errorf("mount source %s: %w", m.Source, err)
+			return err
 		}
 		target := filepath.Clean(m.Target)
 		if err := mp.ensure(target, info.IsDir()); err != nil {

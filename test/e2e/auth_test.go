@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -146,7 +147,7 @@ spec:
   nodeName: `+nodeName+`
   terminationGracePeriodSeconds: 1
   containers:
-  - {name: main, image: busybox, command: [sleep, "3600"]}
+  - {name: main, image: curlimages/curl, command: [sleep, "3600"]}
 `, "apply", "-f", "-")
 	eventually(t, 30*time.Second, func() string {
 		if got := c.must("get", "pod", "client", "-n", "team", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`); got != "True" {
@@ -170,10 +171,24 @@ spec:
 		}
 		return ""
 	})
-	// kubectl in the pod is a client-go program on rest.InClusterConfig.
-	if out := c.must("exec", "client", "-n", "team", "--", kubectlPath, "get", "pods", "-o", "name"); strings.TrimSpace(out) != "pod/client" {
-		t.Errorf("in-cluster kubectl: %q", out)
-	}
+	// kubectl in a pod (registry.k8s.io/kubectl) is a client-go program on
+	// rest.InClusterConfig.
+	c.withStdin(`apiVersion: v1
+kind: Pod
+metadata: {name: lister, namespace: team}
+spec:
+  nodeName: `+nodeName+`
+  restartPolicy: Never
+  containers:
+  - {name: main, image: "registry.k8s.io/kubectl:v1.32.0", args: [get, pods, -o, name]}
+`, "apply", "-f", "-")
+	eventually(t, 60*time.Second, func() string {
+		if out, _ := c.kubectl("", "logs", "lister", "-n", "team"); !strings.Contains(out, "pod/client\n") {
+			return fmt.Sprintf("in-cluster kubectl: %q; pod: %s", out, c.must("get", "pod", "lister", "-n", "team", "-o", "jsonpath={.status}"))
+		}
+		return ""
+	})
+	c.must("delete", "pod", "lister", "-n", "team", "--wait")
 
 	token := strings.TrimSpace(c.must("create", "token", "default", "-n", "team", "--duration", "10m"))
 	claims := jwtClaims(t, token)

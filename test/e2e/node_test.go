@@ -316,10 +316,14 @@ func TestNodeProbes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The probes look for the files in a hostPath volume of the test's
+	// directory.
 	c.pod("probed", "busybox", fmt.Sprintf(`    command: [sleep, "3600"]
-    readinessProbe: {exec: {command: [test, -e, %q]}, periodSeconds: 1, failureThreshold: 2}
-    livenessProbe: {exec: {command: [test, -e, %q]}, periodSeconds: 1, failureThreshold: 2}
-`, ready, live))
+    readinessProbe: {exec: {command: [test, -e, /probe/ready]}, periodSeconds: 1, failureThreshold: 2}
+    livenessProbe: {exec: {command: [test, -e, /probe/live]}, periodSeconds: 1, failureThreshold: 2}
+    volumeMounts: [{name: probe, mountPath: /probe}]
+  volumes: [{name: probe, hostPath: {path: %q}}]
+`, dir))
 	c.must("create", "service", "clusterip", "probed", "--tcp=80:80")
 	c.waitReady("probed", "True", 30*time.Second)
 	podIP := c.jsonpath("pod", "probed", "{.status.podIP}")
@@ -517,9 +521,12 @@ func TestNodeAgentRestartKeepsPods(t *testing.T) {
 
 func TestNodeGracefulDelete(t *testing.T) {
 	c := startNodeCluster(t)
-	marker := filepath.Join(t.TempDir(), "got-term")
-	c.pod("stubborn", "busybox", fmt.Sprintf(`    command: [sh, -c, 'trap "echo TERM > %s; sleep 60" TERM; while true; do sleep 0.1; done']
-`, marker))
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "got-term")
+	c.pod("stubborn", "busybox", fmt.Sprintf(`    command: [sh, -c, 'trap "echo TERM > /mark/got-term; sleep 60" TERM; while true; do sleep 0.1; done']
+    volumeMounts: [{name: mark, mountPath: /mark}]
+  volumes: [{name: mark, hostPath: {path: %q}}]
+`, dir))
 	c.waitReady("stubborn", "True", 30*time.Second)
 	states, _ := filepath.Glob(filepath.Join(c.dataDir, "node", "pods", "*", "containers", "main", "0", "state.json"))
 	if len(states) != 1 {

@@ -48,7 +48,9 @@ func TestRuncImages(t *testing.T) {
 			runc.RemoveCgroupParent("svcnet")
 		}
 	})
-	c := startNodeCluster(t, "--runtime", "runc")
+	// Image garbage collection at any usage, for images unused for no time.
+	c := startNodeCluster(t, "--runtime", "runc", "--image-gc-high-threshold", "1", "--image-gc-low-threshold", "0",
+		"--minimum-image-ttl-duration", "0s", "--image-gc-period", "1s")
 	hostFile := fmt.Sprintf("/tmp/svcnet-e2e-runc-%d", os.Getpid())
 	c.withStdin(fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
@@ -210,6 +212,27 @@ spec:
 		return ""
 	})
 
+	// Termination messages, as the kubelet reads them: the file at
+	// terminationMessagePath (written by a user other than root), or the
+	// log's tail for a failure with FallbackToLogsOnError.
+	c.pod("said", image, `    command: [sh, -c, 'echo goodbye > /dev/termination-log; exit 3']
+    securityContext: {runAsUser: 1000}
+  restartPolicy: Never
+`)
+	c.pod("logged", image, `    command: [sh, -c, 'echo went wrong; exit 2']
+    terminationMessagePolicy: FallbackToLogsOnError
+  restartPolicy: Never
+`)
+	for pod, want := range map[string]string{"said": "3 goodbye\n", "logged": "2 went wrong\n"} {
+		eventually(t, 60*time.Second, func() string {
+			got := c.jsonpath("pod", pod, "{.status.containerStatuses[0].state.terminated.exitCode} {.status.containerStatuses[0].state.terminated.message}")
+			if got != want {
+				return fmt.Sprintf("pod %s: exit code and termination message %q, want %q", pod, got, want)
+			}
+			return ""
+		})
+	}
+
 	// kubectl top reads the container's cgroup: the memory it shows is
 	// within 10% of the cgroup's own counter (the container holds 32 MiB
 	// in its /dev/shm, shared memory, which the working set counts).
@@ -245,6 +268,18 @@ spec:
 			return ""
 		})
 	}
+	// Once no pod uses it, the garbage collector removes the pulled image;
+	// the images the node assembles are pinned.
+	c.must("delete", "deployment", "isolated", "--wait=false")
+	c.must("delete", "pod", "readonly", "oom", "filtered", "hog", "said", "logged", "--wait=false")
+	eventually(t, 90*time.Second, func() string {
+		names := c.jsonpath("node", nodeName, "{.status.images[*].names}")
+		if strings.Contains(names, image) || !strings.Contains(names, "localhost/nginx:svcnet") {
+			return fmt.Sprintf("node images %s: want %s collected, localhost/nginx:svcnet kept", names, image)
+		}
+		return ""
+	})
+
 	waitReason("never", "ErrImageNeverPull", `Container image \"`+host+`/e2e/absent:1\" is not present with pull policy of Never`)
 	// ErrImagePull lasts until the next sync; its events stay.
 	missing := host + "/e2e/busybox:nosuch"

@@ -168,9 +168,16 @@ func ExecutableFiles(exe string) ([]File, error) {
 		if err != nil {
 			return fmt.Errorf("read %s's libraries: %w", file, err)
 		}
+		rpath, _ := f.DynString(elf.DT_RPATH)
 		runpath, _ := f.DynString(elf.DT_RUNPATH)
+		var dirs []string
+		for _, p := range slices.Concat(rpath, runpath) {
+			for _, d := range filepath.SplitList(p) {
+				dirs = append(dirs, strings.ReplaceAll(d, "$ORIGIN", filepath.Dir(file)))
+			}
+		}
 		for _, lib := range needed {
-			p, err := findLibrary(lib, runpath)
+			p, err := findLibrary(lib, dirs, f.Class, f.Machine)
 			if err != nil {
 				return fmt.Errorf("%s: %w", file, err)
 			}
@@ -191,18 +198,23 @@ func ExecutableFiles(exe string) ([]File, error) {
 	return out, nil
 }
 
-// findLibrary finds a shared library by its DT_NEEDED name.
-func findLibrary(name string, runpath []string) (string, error) {
-	var dirs []string
-	for _, rp := range runpath {
-		dirs = append(dirs, filepath.SplitList(rp)...)
-	}
+// findLibrary finds a shared library by its DT_NEEDED name in the
+// executable's own directories, then the system's, taking only one built
+// for the executable's class and machine (an i386 libc does not do for an
+// amd64 program).
+func findLibrary(name string, own []string, class elf.Class, machine elf.Machine) (string, error) {
 	multiarch, _ := filepath.Glob("/lib/*-linux-gnu*")
 	usrMultiarch, _ := filepath.Glob("/usr/lib/*-linux-gnu*")
-	dirs = append(append(append(dirs, multiarch...), usrMultiarch...), "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+	dirs := slices.Concat(own, multiarch, usrMultiarch, []string{"/lib64", "/usr/lib64", "/lib", "/usr/lib"})
 	for _, d := range dirs {
 		p := filepath.Join(d, name)
-		if _, err := os.Stat(p); err == nil {
+		f, err := elf.Open(p)
+		if err != nil {
+			continue
+		}
+		ok := f.Class == class && f.Machine == machine
+		f.Close()
+		if ok {
 			return p, nil
 		}
 	}

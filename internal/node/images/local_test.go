@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -71,6 +72,30 @@ func TestAssemble(t *testing.T) {
 	}
 	if got, _ := s.Lookup("localhost/a:svcnet"); got == nil || !slices.Equal(got.RepoTags, []string{"localhost/a:svcnet"}) {
 		t.Errorf("localhost/a's record took other names: %+v", got)
+	}
+
+	// Removing an image keeps the layers another holds, and frees a layer
+	// no record holds (what a crash between record and layers leaves).
+	orphan := filepath.Join(dir, "layers", strings.Repeat("d", 64))
+	if err := os.MkdirAll(filepath.Join(orphan, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if size, err := s.Remove(img.ID); err != nil || size != img.Size {
+		t.Fatalf("remove: %d, %v", size, err)
+	}
+	if _, err := s.Lookup("localhost/a:svcnet"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("removed image found: %v", err)
+	}
+	for _, l := range s.LayerDirs(other) {
+		if _, err := os.Stat(l); err != nil {
+			t.Errorf("a layer of the other image went: %v", err)
+		}
+	}
+	if _, err := os.Stat(orphan); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a layer no image holds stayed: %v", err)
+	}
+	if list, err := s.List(); err != nil || len(list) != 1 || list[0].ID != other.ID {
+		t.Errorf("images after the removal: %v, %v", list, err)
 	}
 }
 

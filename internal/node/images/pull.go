@@ -70,6 +70,8 @@ func (s *Store) pull(ctx context.Context, r Reference, kc authn.Keychain) (*Imag
 // put unpacks the layers of img the store does not hold yet and records
 // it under its repository digest and tag (none when empty).
 func (s *Store) put(ctx context.Context, img v1.Image, repoDigest, tag string) (*Image, error) {
+	s.writing.RLock()
+	defer s.writing.RUnlock()
 	id, err := img.ConfigName()
 	if err != nil {
 		return nil, fmt.Errorf("read config digest: %w", err)

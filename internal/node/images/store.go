@@ -85,6 +85,9 @@ type Store struct {
 	pulls singleflight.Group
 	// mu orders writes of records and references.
 	mu sync.Mutex
+	// writing is held shared by each pull and assembly, from the layers'
+	// unpacking to the record, and exclusively by a removal.
+	writing sync.RWMutex
 }
 
 // Open opens (creating) the store in dir and removes what a crash left
@@ -162,7 +165,13 @@ func (s *Store) List() ([]*Image, error) {
 	}
 	var out []*Image
 	for _, f := range files {
+		if strings.HasPrefix(filepath.Base(f), tmpPrefix) {
+			continue
+		}
 		img, err := s.image("sha256:" + strings.TrimSuffix(filepath.Base(f), ".json"))
+		if errors.Is(err, ErrNotFound) {
+			continue // removed meanwhile
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -13,10 +13,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,6 +40,121 @@ func Find(root string) (*Runtime, error) {
 		return nil, fmt.Errorf("runc: %w", err)
 	}
 	return &Runtime{Binary: p, Root: root}, nil
+}
+
+// Usable says why runc cannot run containers here, if it cannot: it is
+// not on PATH, or no cgroup file system is mounted and MountCgroups cannot
+// mount them.
+func Usable() error {
+	if _, err := exec.LookPath("runc"); err != nil {
+		return fmt.Errorf("runc: %w", err)
+	}
+	mounts, err := cgroupMounts("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("runc: %w", err)
+	}
+	if !hasCgroups(mounts) {
+		return errors.New("runc: no cgroup file system is mounted (in /proc/self/mountinfo)")
+	}
+	return nil
+}
+
+// hasCgroups says whether mounts hold a cgroup file system.
+func hasCgroups(mounts []mountEntry) bool {
+	return slices.ContainsFunc(mounts, func(m mountEntry) bool { return m.fstype != "tmpfs" })
+}
+
+// mountEntry is a line of a mountinfo file.
+type mountEntry struct {
+	point, fstype, options string
+}
+
+// cgroupMounts lists the cgroup file systems of a mountinfo file, and the
+// tmpfs that holds cgroup v1's hierarchies, in mount order.
+func cgroupMounts(mountinfo string) ([]mountEntry, error) {
+	b, err := os.ReadFile(mountinfo)
+	if err != nil {
+		return nil, err
+	}
+	var out []mountEntry
+	for line := range strings.SplitSeq(string(b), "\n") {
+		// ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER
+		before, after, ok := strings.Cut(line, " - ")
+		fields, super := strings.Fields(before), strings.Fields(after)
+		if !ok || len(fields) < 5 || len(super) < 3 {
+			continue
+		}
+		e := mountEntry{point: fields[4], fstype: super[0], options: super[2]}
+		switch {
+		case e.fstype == "cgroup" || e.fstype == "cgroup2":
+		case e.fstype == "tmpfs" && e.point == "/sys/fs/cgroup":
+		default:
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// MountCgroups mounts the cgroup file systems that PID 1 sees into this
+// process's mount namespace when it has none and is not PID 1's own, as
+// under `ip netns exec`, which mounts a sysfs of its own over /sys: runc
+// finds the cgroups of its containers there. The mounts stay in this
+// namespace.
+func MountCgroups() error {
+	mine, err := cgroupMounts("/proc/self/mountinfo")
+	if err != nil || hasCgroups(mine) {
+		return err
+	}
+	if self, err := os.Readlink("/proc/self/ns/mnt"); err == nil {
+		if init, err := os.Readlink("/proc/1/ns/mnt"); err == nil && init == self {
+			return errors.New("mount cgroups: none is mounted in the host's mount namespace")
+		}
+	}
+	// PID 1's mounts are those of its namespace (which a sandbox may
+	// keep us from naming): having cgroups where this one has none, it is
+	// another.
+	theirs, err := cgroupMounts("/proc/1/mountinfo")
+	if err != nil {
+		return fmt.Errorf("mount cgroups: %w", err)
+	}
+	if !hasCgroups(theirs) {
+		return errors.New("mount cgroups: none is mounted in PID 1's mount namespace either")
+	}
+	// Nothing mounted below /sys here may reach another namespace.
+	if err := unix.Mount("", "/sys", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("mount cgroups: make /sys a slave mount: %w", err)
+	}
+	var done []string
+	for _, m := range theirs {
+		if err := mountCgroup(m); err != nil {
+			for _, p := range slices.Backward(done) {
+				_ = unix.Unmount(p, unix.MNT_DETACH)
+			}
+			return fmt.Errorf("mount cgroups: %w", err)
+		}
+		done = append(done, m.point)
+	}
+	return nil
+}
+
+// mountCgroup mounts one of PID 1's cgroup file systems (or their tmpfs)
+// here, with its options.
+func mountCgroup(m mountEntry) error {
+	if err := os.MkdirAll(m.point, 0o755); err != nil {
+		return err
+	}
+	// "rw" and "ro" are the mount's flags, not the file system's.
+	var data []string
+	for o := range strings.SplitSeq(m.options, ",") {
+		if o != "rw" && o != "ro" {
+			data = append(data, o)
+		}
+	}
+	if err := unix.Mount(m.fstype, m.point, m.fstype, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, strings.Join(data, ",")); err != nil {
+		return fmt.Errorf("%s on %s: %w", m.fstype, m.point, err)
+	}
+	return nil
 }
 
 // BecomeSubreaper makes this process the parent of the containers' init

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -222,5 +223,33 @@ func TestCreateError(t *testing.T) {
 	defer rt.Delete(context.Background(), id)
 	if err == nil || !strings.Contains(err.Error(), "/no/such") {
 		t.Errorf("create of a missing executable: %v", err)
+	}
+}
+
+func TestCgroupMounts(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "mountinfo")
+	info := `22 27 0:21 / /proc rw,relatime - proc proc rw
+23 27 0:22 / /sys rw,relatime - sysfs sysfs rw
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw,nsdelegate
+50 27 0:40 / /tmp rw - tmpfs tmpfs rw
+`
+	if err := os.WriteFile(file, []byte(info), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cgroupMounts(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mountEntry{
+		{point: "/sys/fs/cgroup", fstype: "tmpfs", options: "rw,mode=755"},
+		{point: "/sys/fs/cgroup/memory", fstype: "cgroup", options: "rw,memory"},
+		{point: "/sys/fs/cgroup/systemd", fstype: "cgroup", options: "rw,xattr,name=systemd"},
+		{point: "/sys/fs/cgroup/unified", fstype: "cgroup2", options: "rw,nsdelegate"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("cgroup mounts %+v, want %+v", got, want)
 	}
 }
