@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -70,6 +71,11 @@ type Controller struct {
 	podEvents    controllerref.PodEvents[*batchv1.Job]
 	clock        clock.PassiveClock
 	backoff      *backoffStore
+	// written holds, by job key, the resource version of the controller's
+	// last status write until the informer shows it: a sync on an older
+	// copy would count its pods against stale counts (and make pods that
+	// later go as surplus).
+	written sync.Map
 }
 
 // New creates the controller and registers its informer handlers; its
@@ -198,6 +204,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if apierrors.IsNotFound(err) {
 		c.expectations.Forget(key)
 		c.backoff.forget(key)
+		c.written.Delete(key)
 		return c.releaseOrphans(ctx, namespace, name)
 	}
 	if err != nil {
@@ -205,6 +212,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if m := job.Spec.ManagedBy; m != nil && *m != managedBy {
 		return nil // another controller runs it
+	}
+	if c.behindOwnWrite(key, job) {
+		return nil // the informer's event of the write queues the job again
 	}
 	selector, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
 	if err != nil {
@@ -280,7 +290,25 @@ func (c *Controller) updateStatus(ctx context.Context, job *batchv1.Job) (*batch
 	if err != nil {
 		return nil, fmt.Errorf("update status of job %s/%s: %w", job.Namespace, job.Name, err)
 	}
+	if rv, err := strconv.ParseInt(out.ResourceVersion, 10, 64); err == nil {
+		c.written.Store(job.Namespace+"/"+job.Name, rv)
+	}
 	return out, nil
+}
+
+// behindOwnWrite says whether the cached job is older than the status the
+// controller last wrote for it.
+func (c *Controller) behindOwnWrite(key string, job *batchv1.Job) bool {
+	v, ok := c.written.Load(key)
+	if !ok {
+		return false
+	}
+	rv, err := strconv.ParseInt(job.ResourceVersion, 10, 64)
+	if err != nil || rv >= v.(int64) {
+		c.written.CompareAndDelete(key, v)
+		return false
+	}
+	return true
 }
 
 // parallel runs f for each pod at once and returns the first error and how

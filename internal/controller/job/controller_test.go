@@ -237,3 +237,25 @@ func hasCondition(st batchv1.JobStatus, t batchv1.JobConditionType) bool {
 	}
 	return false
 }
+
+// TestBehindOwnWrite: a sync on a cached job older than the status the
+// controller last wrote waits for the informer to show the write.
+func TestBehindOwnWrite(t *testing.T) {
+	c := &Controller{}
+	job := newJob("w", 1, 1, batchv1.NonIndexedCompletion)
+	job.ResourceVersion = "9"
+	if c.behindOwnWrite("default/w", job) {
+		t.Error("behind with no write of its own")
+	}
+	c.written.Store("default/w", int64(10))
+	if !c.behindOwnWrite("default/w", job) {
+		t.Error("a copy older than the controller's write is not behind")
+	}
+	job.ResourceVersion = "10"
+	if c.behindOwnWrite("default/w", job) {
+		t.Error("the copy of the write itself is behind")
+	}
+	if _, ok := c.written.Load("default/w"); ok {
+		t.Error("the observed write is still remembered")
+	}
+}
