@@ -87,7 +87,9 @@ func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images
 		{Path: "/etc/group", Data: []byte("root:x:0:\nnogroup:x:65534:\n")},
 	}
 	bb, err := exec.LookPath("busybox")
-	if err == nil {
+	if err != nil {
+		bb = ""
+	} else {
 		files, err := busyboxFiles(bb)
 		if err != nil {
 			return nil, err
@@ -109,6 +111,21 @@ func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images
 		}
 		if exe != bb {
 			program = files
+		}
+	}
+	if len(entry.Executables) > 0 && bb != "" {
+		// The host's tools must win over busybox's applets of the same
+		// name (agnhost's nc takes -v, busybox's does not), but a static
+		// busybox's shell runs its own applets before it looks at PATH:
+		// the shell is the host's dash where there is one, as Alpine's
+		// shell looks at PATH first.
+		dash, files, err := hostExecutable("dash")
+		switch {
+		case err == nil:
+			program = append(program, files...)
+			program = append(program, images.File{Path: "/bin/sh", Link: dash})
+		case !errors.Is(err, exec.ErrNotFound):
+			return nil, err
 		}
 	}
 	for _, prog := range entry.Executables {

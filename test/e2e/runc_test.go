@@ -163,6 +163,18 @@ spec:
 	if out, err := c.kubectl("", "exec", "client", "--", "ls", "/bin/wget", "/etc/os-release"); err == nil || !strings.Contains(out, "/bin/wget") || strings.Contains(out, "\n/etc/os-release") {
 		t.Errorf("kubectl exec client ls: %v %q, want /bin/wget and no /etc/os-release", err, out)
 	}
+	// Upstream's e2e framework checks a Service from an agnhost pod with
+	// netcat-openbsd's flags, which busybox's nc refuses: in agnhost's
+	// assembled image the host's tools come before busybox's applets,
+	// also in its shell.
+	c.pod("execpod", "registry.k8s.io/e2e-test-images/agnhost:2.53", "")
+	eventually(t, 60*time.Second, func() string {
+		out, err := c.kubectl("", "exec", "execpod", "--", "/bin/sh", "-x", "-c", "echo hostName | nc -v -t -w 2 web 80")
+		if err != nil || !strings.Contains(out, "succeeded") {
+			return fmt.Sprintf("nc -v -t -w 2 web 80 from agnhost: %v %q", err, out)
+		}
+		return ""
+	})
 	web := strings.Fields(c.must("get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.name}"))
 	if id := c.jsonpath("pod", web[0], "{.status.containerStatuses[0].imageID}"); !strings.HasPrefix(id, "localhost/nginx@sha256:") {
 		t.Errorf("pod %s: imageID %q, want the assembled image localhost/nginx@sha256:...", web[0], id)
