@@ -84,7 +84,7 @@ func compareRunc(ctx context.Context, client kubernetes.Interface, n, workers in
 	return nil
 }
 
-// podsPSS is the PSS, in KiB, of the node's container shims under data
+// podsPSS is the PSS, in KiB, of the node's container shims and shim host under data
 // and of all their descendants (runc's and the containers' processes).
 func podsPSS(data string) (int64, error) {
 	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -98,7 +98,7 @@ func podsPSS(data string) (int64, error) {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		if len(args) < 4 || args[1] != "node" || args[2] != "shim" || !strings.HasPrefix(args[3], data+"/") {
+		if len(args) < 4 || args[1] != "node" || (args[2] != "shim" && args[2] != "shims") || !strings.HasPrefix(args[3], data+"/") {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))

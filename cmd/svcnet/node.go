@@ -69,11 +69,12 @@ func nodeCommand() *cobra.Command {
 	f.BoolVar(&cleanup, "cleanup", false, "remove the Service proxy's nftables rules from the node's network namespace and exit")
 	f.StringVar(&o.ServiceClusterIPRange, "service-cluster-ip-range", cluster.DefaultServiceClusterIPRange, "the API server's Service cluster IP range: pod traffic to it is not masqueraded; with --netns, routed to the pod bridge when the namespace has no route for it, so that the node reaches cluster IPs")
 	nodeFlags(f, o, "0.0.0.0:10250")
-	cmd.AddCommand(shimCommand(), imageCommand())
+	cmd.AddCommand(shimCommand(), shimHostCommand(), imageCommand())
 	return cmd
 }
 
-// shimCommand is the per-container parent the agent starts.
+// shimCommand is the parent of a process container, which the agent
+// starts for each.
 func shimCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:    "shim DIR",
@@ -82,6 +83,20 @@ func shimCommand() *cobra.Command {
 		Args:   cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return node.RunShim(args[0])
+		},
+	}
+}
+
+// shimHostCommand is the parent of the node's containers of images, which
+// the agent starts when it has none.
+func shimHostCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "shims DIR",
+		Short:  "Run the node's containers of images (started by the node agent)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return node.RunShimHost(args[0])
 		},
 	}
 }

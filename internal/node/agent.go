@@ -127,7 +127,10 @@ type Agent struct {
 	images      *images.Store
 	runc        *runc.Runtime
 	pullBackoff *flowcontrol.Backoff
-	pullErrors  sync.Map
+	// dataDirBound is set when the agent bound its data dir onto itself
+	// to share its mounts with the shim host (RuntimeRunc).
+	dataDirBound bool
+	pullErrors   sync.Map
 	// assembled holds the images assembled for the image table's entries
 	// (RuntimeRunc) by name; assembling joins concurrent first uses.
 	assembled  sync.Map
@@ -228,6 +231,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		a.pullBackoff = flowcontrol.NewBackOff(10*time.Second, 300*time.Second)
+		if a.dataDirBound, err = shareDataDir(cfg.DataDir, a.rt.dir); err != nil {
+			return err
+		}
 		imageDir := filepath.Join(cfg.DataDir, "images")
 		a.imageGC = newImageGC(policy, a.images, func(st *unix.Statfs_t) error { return unix.Statfs(imageDir, st) },
 			a.imagesInUse, a.assembledImages)
@@ -354,6 +360,9 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 		a.stopAllPods()
 		if a.images != nil {
 			runc.RemoveCgroupParent(cgroupParent)
+		}
+		if a.dataDirBound {
+			unbindDataDir(a.cfg.DataDir)
 		}
 		if err := a.net.Remove(); err != nil {
 			slog.Warn("remove the node's pod network", "err", err)

@@ -68,15 +68,15 @@ func readFrame(r io.Reader) (byte, []byte, error) {
 	return hdr[0], p, nil
 }
 
-// socketPath runs fn with a short path to name in dir: unix socket paths
-// are limited to 108 bytes, less than a run's directory may take.
-func socketPath(dir string, fn func(path string) error) error {
+// socketPath runs fn with a short path to the socket name in dir: unix
+// socket paths are limited to 108 bytes, less than a data dir may take.
+func socketPath(dir, name string, fn func(path string) error) error {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", dir, err)
 	}
 	defer unix.Close(fd)
-	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", fd, attachSocket))
+	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", fd, name))
 }
 
 // attachHub is the shim's side of attach.
@@ -160,7 +160,7 @@ func newAttachHub(dir string, spec containerSpec, cmd *exec.Cmd, stdout, stderr 
 			h.childEnds = append(h.childEnds, r)
 		}
 	}
-	err := socketPath(dir, func(path string) error {
+	err := socketPath(dir, attachSocket, func(path string) error {
 		ln, err := net.Listen("unix", path)
 		if err != nil {
 			return fmt.Errorf("listen for attach: %w", err)
@@ -372,7 +372,7 @@ func (s *server) attach(w http.ResponseWriter, r *http.Request) {
 // container's output ends or the session does.
 func attachSession(ctx context.Context, dir string, sess *session) error {
 	var conn net.Conn
-	err := socketPath(dir, func(path string) error {
+	err := socketPath(dir, attachSocket, func(path string) error {
 		var err error
 		conn, err = (&net.Dialer{}).DialContext(ctx, "unix", path)
 		return err

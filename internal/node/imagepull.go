@@ -144,6 +144,7 @@ func (a *Agent) ociContainer(pod *corev1.Pod, sb *sandbox, c *corev1.Container, 
 		Groups:      containerGroups(pod),
 		Hostname:    podHostname(pod),
 		NetNS:       sb.netns,
+		PIDNS:       sb.pidNS,
 		CgroupsPath: "/" + cgroupParent + "/" + id,
 	}
 	for _, m := range mounts {

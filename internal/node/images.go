@@ -52,7 +52,7 @@ func DefaultImages() ImageTable {
 	// Without arguments it pauses (its CMD), as upstream's DaemonSet
 	// conformance pods expect.
 	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}, Cmd: []string{"pause"}, Applets: "busybox",
-		Executables: []string{"curl", "nc", "dig", "nslookup", "host", "ip"}}
+		Executables: []string{"curl", "wget", "nc", "dig", "nslookup", "host", "ip"}}
 	pause := Image{Builtin: builtin.Pause, Binaries: []string{"/pause", "pause"}}
 	busybox := Image{Host: "busybox", Cmd: []string{"sh"}}
 	coredns := Image{Builtin: builtin.CoreDNS, Binaries: []string{"/coredns", "coredns"}}

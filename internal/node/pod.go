@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/logs"
 	"github.com/svcnet/svcnet/internal/netns"
@@ -26,6 +28,9 @@ type sandbox struct {
 	ip    string
 	netns string
 	etc   string
+	// pidNS is the PID namespace the pod's containers share, its pause
+	// container's (shareProcessNamespace under runc); empty: one each.
+	pidNS string
 }
 
 // waitReason is why a container is not running: the Waiting state's
@@ -37,6 +42,9 @@ type waitReason struct{ reason, message string }
 func (a *Agent) runPod(ctx context.Context, w *podWorker, pod *corev1.Pod) error {
 	uid := string(pod.UID)
 	sb, err := a.ensureSandbox(pod)
+	if err == nil && a.images != nil && ptr.Deref(pod.Spec.ShareProcessNamespace, false) {
+		sb.pidNS, err = a.ensurePause(ctx, pod, sb)
+	}
 	if err != nil {
 		a.event(pod, "", corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
 		return err
@@ -324,6 +332,61 @@ func (a *Agent) ensureSandbox(pod *corev1.Pod) (*sandbox, error) {
 	return sb, nil
 }
 
+// pauseImage is the image of a pod's pause container.
+const pauseImage = "registry.k8s.io/pause:3.10"
+
+// ensurePause runs the pod's pause container, as the sandbox's: the
+// first process of the PID namespace its containers share, which reaps
+// their orphans; it returns the namespace's path. A pause container that
+// has ended (its namespace's processes with it) is started again.
+func (a *Agent) ensurePause(ctx context.Context, pod *corev1.Pod, sb *sandbox) (string, error) {
+	uid := string(pod.UID)
+	prev, err := a.rt.sandbox(uid)
+	if err != nil {
+		return "", err
+	}
+	if prev != nil && prev.Running() {
+		return fmt.Sprintf("/proc/%d/ns/pid", prev.State.PID), nil
+	}
+	attempt := 0
+	if prev != nil {
+		attempt = prev.Spec.Attempt + 1
+	}
+	img, pause, builtin, err := a.tableImage(ctx, &corev1.Container{Name: "POD", Image: pauseImage})
+	if err != nil {
+		return "", err
+	}
+	cs, _, err := a.runcContainer(ctx, pod, sb, pause, attempt, img, builtin)
+	if err != nil {
+		return "", err
+	}
+	defer cs.release()
+	dir := filepath.Join(a.rt.sandboxDir(uid), strconv.Itoa(attempt))
+	cs.Log = filepath.Join(a.rt.sandboxDir(uid), "pause.log")
+	if err := a.rt.startIn(dir, *cs); err != nil {
+		return "", fmt.Errorf("start the pause container: %w", err)
+	}
+	if prev != nil {
+		if err := os.RemoveAll(prev.dir); err != nil {
+			return "", fmt.Errorf("remove the pause container's last run: %w", err)
+		}
+	}
+	run, err := a.rt.load(dir)
+	if err != nil || run == nil || run.State == nil {
+		return "", fmt.Errorf("the pause container's state: %v", err)
+	}
+	return fmt.Sprintf("/proc/%d/ns/pid", run.State.PID), nil
+}
+
+// stopPause stops the pod's pause container, after its containers.
+func (a *Agent) stopPause(ctx context.Context, uid string) error {
+	run, err := a.rt.sandbox(uid)
+	if err != nil || run == nil {
+		return err
+	}
+	return a.rt.stop(ctx, run, 2*time.Second)
+}
+
 // processContainer is a run of the image table's program for the
 // container, a process of the host.
 func (a *Agent) processContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container, attempt int) (*containerSpec, waitReason, error) {
@@ -382,19 +445,30 @@ func (a *Agent) imageContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox
 // the image the node assembles for it: a built-in program runs from the
 // node's own svcnet executable, bound into the container.
 func (a *Agent) tableContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox, spec *corev1.Container, attempt int) (*containerSpec, waitReason, error) {
-	run, _ := a.cfg.Images.plan(spec)
-	img, err := a.localImage(ctx, imageName(spec.Image), run.img)
+	img, spec, builtin, err := a.tableImage(ctx, spec)
 	if err != nil {
 		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", spec.Image, err))
 		return nil, waitReason{reason: "ErrImagePull", message: err.Error()}, err
 	}
 	a.event(pod, spec.Name, corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", spec.Image))
+	return a.runcContainer(ctx, pod, sb, spec, attempt, img, builtin)
+}
+
+// tableImage is the assembled image of the image table's entry for the
+// container, and the container as it runs there: a built-in program's
+// command names it in the image.
+func (a *Agent) tableImage(ctx context.Context, spec *corev1.Container) (*images.Image, *corev1.Container, bool, error) {
+	run, _ := a.cfg.Images.plan(spec)
+	img, err := a.localImage(ctx, imageName(spec.Image), run.img)
+	if err != nil {
+		return nil, spec, false, err
+	}
 	if run.builtin {
 		argv := builtinArgv(selfPath, run, spec)
 		spec = spec.DeepCopy()
 		spec.Command, spec.Args = argv, nil
 	}
-	return a.runcContainer(ctx, pod, sb, spec, attempt, img, run.builtin)
+	return img, spec, run.builtin, nil
 }
 
 // runcContainer is a run of img with runc; builtin says the container's

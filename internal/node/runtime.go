@@ -41,6 +41,8 @@ type containerRuntime struct {
 	// starting holds the directories of the runs whose shims this agent
 	// is starting: they have a spec but no state yet, and are not dead.
 	starting sync.Map
+	// hostMu serializes reaching, and starting, the shim host.
+	hostMu sync.Mutex
 }
 
 // container is one run of a container, as found on disk.
@@ -60,6 +62,33 @@ func (r *containerRuntime) containerDir(uid, name string, attempt int) string {
 	return filepath.Join(r.podDir(uid), "containers", name, strconv.Itoa(attempt))
 }
 
+// sandboxDir holds the runs of the pod's pause container, whose PID
+// namespace its containers share (shareProcessNamespace).
+func (r *containerRuntime) sandboxDir(uid string) string {
+	return filepath.Join(r.podDir(uid), "sandbox")
+}
+
+// sandbox is the latest run of the pod's pause container, nil if none.
+func (r *containerRuntime) sandbox(uid string) (*container, error) {
+	entries, err := os.ReadDir(r.sandboxDir(uid))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the pod's sandbox runs: %w", err)
+	}
+	latest := -1
+	for _, e := range entries {
+		if a, err := strconv.Atoi(e.Name()); err == nil && a > latest {
+			latest = a
+		}
+	}
+	if latest < 0 {
+		return nil, nil
+	}
+	return r.load(filepath.Join(r.sandboxDir(uid), strconv.Itoa(latest)))
+}
+
 func (r *containerRuntime) logPath(namespace, pod, uid, name string, attempt int) string {
 	return filepath.Join(r.logDir, namespace+"_"+pod+"_"+uid, name, strconv.Itoa(attempt)+".log")
 }
@@ -67,10 +96,15 @@ func (r *containerRuntime) logPath(namespace, pod, uid, name string, attempt int
 // shimStartTimeout bounds the wait for a shim to report the start.
 const shimStartTimeout = 30 * time.Second
 
-// start runs spec under a new shim and returns once the process has
-// started, or with the reason it could not.
+// start runs spec under a shim (a new one of its own for a process, the
+// node's shim host for a container of an image) and returns once the
+// process has started, or with the reason it could not.
 func (r *containerRuntime) start(uid string, spec containerSpec) error {
-	dir := r.containerDir(uid, spec.Name, spec.Attempt)
+	return r.startIn(r.containerDir(uid, spec.Name, spec.Attempt), spec)
+}
+
+// startIn is start for the run in dir.
+func (r *containerRuntime) startIn(dir string, spec containerSpec) error {
 	r.starting.Store(dir, struct{}{})
 	defer r.starting.Delete(dir)
 	if err := os.RemoveAll(dir); err != nil {
@@ -85,44 +119,67 @@ func (r *containerRuntime) start(uid string, spec containerSpec) error {
 	if err := writeJSON(filepath.Join(dir, specFile), spec); err != nil {
 		return err
 	}
+	var msg string
+	var err error
+	if spec.OCI != nil {
+		msg, err = r.takeRun(dir)
+	} else {
+		msg, err = r.startShim(dir)
+	}
+	if err != nil {
+		// A shim that never said how the start went may still start the
+		// container later, which nobody would then stop.
+		deleteOrphan(spec)
+		return err
+	}
+	if msg != "ok" {
+		if msg == "" {
+			return errors.New("the shim exited before starting the container")
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// startShim starts the shim of a process container's run in dir and
+// returns what it said of the start.
+func (r *containerRuntime) startShim(dir string) (string, error) {
 	out, err := os.OpenFile(filepath.Join(dir, shimLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("open shim log: %w", err)
+		return "", fmt.Errorf("open shim log: %w", err)
 	}
 	defer out.Close()
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("shim pipe: %w", err)
-	}
-	defer readyR.Close()
 	cmd := exec.Command(r.self, "node", "shim", dir)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.ExtraFiles = []*os.File{readyW}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS}
+	return startShimProcess(cmd)
+}
+
+// startShimProcess starts a shim's process (one container's, or the shim
+// host) and returns what it says on its ready pipe, descriptor 3: "ok",
+// or why it could not start. The process outlives the agent; it is reaped
+// here when it ends first. A process that says nothing in time is killed.
+func startShimProcess(cmd *exec.Cmd) (string, error) {
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return "", fmt.Errorf("shim pipe: %w", err)
+	}
+	defer readyR.Close()
+	cmd.ExtraFiles = []*os.File{readyW}
 	err = cmd.Start()
 	readyW.Close()
 	if err != nil {
-		return fmt.Errorf("start shim: %w", err)
+		return "", fmt.Errorf("start shim: %w", err)
 	}
-	// The shim outlives the agent; reap it here when it ends first.
 	go func() { _ = cmd.Wait() }()
 	_ = readyR.SetReadDeadline(time.Now().Add(shimStartTimeout))
 	msg, err := io.ReadAll(readyR)
 	if err != nil {
-		// A shim that never said how the start went may still start the
-		// container later, which nobody would then stop.
 		_ = cmd.Process.Kill()
-		deleteOrphan(spec)
-		return fmt.Errorf("read shim start: %w", err)
+		return "", fmt.Errorf("read shim start: %w", err)
 	}
-	if string(msg) != "ok" {
-		if len(msg) == 0 {
-			return errors.New("the shim exited before starting the container")
-		}
-		return errors.New(string(msg))
-	}
-	return nil
+	return string(msg), nil
 }
 
 func newContainerID() string {

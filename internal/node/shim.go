@@ -138,16 +138,32 @@ type containerExit struct {
 // error message, then EOF.
 const shimReadyFD = 3
 
-// RunShim is the shim's main: it runs the container described in dir and
-// returns when the container has exited.
+// RunShim is the main of a process container's shim: it runs the
+// container described in dir and returns when the container has exited.
+// (Containers of images run in the node's shim host, shimhost.go.)
 func RunShim(dir string) error {
 	// The container must not inherit the pipe, or the agent would wait
 	// for its end as long as the container runs.
 	unix.CloseOnExec(shimReadyFD)
 	ready := os.NewFile(shimReadyFD, "ready")
+	// The agent signals the container; the shim itself only needs to live
+	// until the container is gone.
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	return runShim(dir, ready, false)
+}
+
+// runShim runs the container described in dir, says how its start went
+// on ready ("ok" or why not) and closes it, and records the exit once the
+// container has ended. A container of an image runs only in the shim
+// host (inHost), the subreaper of its init.
+func runShim(dir string, ready io.WriteCloser, inHost bool) error {
 	spec, err := readJSON[containerSpec](filepath.Join(dir, specFile))
+	if err == nil && (spec.OCI != nil) != inHost {
+		err = errors.New("a container of an image runs in the node's shim host, any other in a shim of its own")
+	}
 	if err != nil {
 		fmt.Fprintf(ready, "read spec: %v", err)
+		ready.Close()
 		return err
 	}
 	start := startContainer
@@ -165,9 +181,6 @@ func RunShim(dir string) error {
 	_, _ = io.WriteString(ready, "ok")
 	ready.Close()
 
-	// The agent signals the container; the shim itself only needs to live
-	// until the container is gone.
-	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	exit := wait()
 	lw.close(2 * time.Second)
 	if msg := terminationMessage(dir, spec, exit); msg != "" {
@@ -318,19 +331,13 @@ func passReadyPipe(spec containerSpec, cmd *exec.Cmd) (*os.File, error) {
 	return r, nil
 }
 
-// startRunc starts the container of an image with runc: this shim, the
-// subreaper, becomes the parent of the container's init once `runc
-// create` has made it; wait returns its exit and deletes it.
+// startRunc starts the container of an image with runc: the shim host,
+// the subreaper, becomes the parent of the container's init once `runc
+// create` has made it; wait returns its exit, deletes it and unmounts its
+// root file system. The overlay is mounted in the host's own mount
+// namespace, which runc's init starts from.
 func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *logWriter, err error) {
 	rt := spec.Runc
-	if err := runc.BecomeSubreaper(); err != nil {
-		return nil, nil, err
-	}
-	// The overlay is mounted in this shim's own mount namespace, which
-	// runc's init starts from.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return nil, nil, fmt.Errorf("make the mount namespace private: %w", err)
-	}
 	if spec.TerminationMessagePath != "" {
 		m, err := terminationMessageMount(dir, spec)
 		if err != nil {
@@ -340,15 +347,29 @@ func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *l
 	}
 	bundle := runc.Bundle(dir)
 	if err := bundle.Write(spec.OCI, spec.Layers); err != nil {
+		_ = bundle.Unmount()
 		return nil, nil, err
+	}
+	ctx := context.Background()
+	// remove deletes what is made of the container: runc kills what the
+	// init left in its cgroup and removes it.
+	remove := func() {
+		if err := rt.Delete(ctx, spec.ID); err != nil {
+			slog.Warn("shim: delete container", "id", spec.ID, "err", err)
+		}
+		if err := bundle.Unmount(); err != nil {
+			slog.Warn("shim: unmount the container's root file system", "id", spec.ID, "err", err)
+		}
 	}
 	cmd := &exec.Cmd{SysProcAttr: &syscall.SysProcAttr{}}
 	if lw, err = openOutput(dir, spec, cmd); err != nil {
+		remove()
 		return nil, nil, err
 	}
 	started, err := passReadyPipe(spec, cmd)
 	if err != nil {
 		lw.close(0)
+		remove()
 		return nil, nil, err
 	}
 	if started != nil {
@@ -360,29 +381,32 @@ func startRunc(dir string, spec containerSpec) (wait func() containerExit, lw *l
 	}
 	if err != nil {
 		lw.close(0)
-		_ = rt.Delete(context.Background(), spec.ID)
+		remove()
+		runc.ReapStrays()
 		return nil, nil, err
 	}
 	lw.attach.started()
-	ctx := context.Background()
-	if err := rt.Start(ctx, spec.ID); err != nil {
-		_ = rt.Delete(ctx, spec.ID)
+	// abandon removes a created container that cannot go on, and reaps
+	// its init.
+	abandon := func(err error) (func() containerExit, *logWriter, error) {
+		lw.close(0)
+		remove()
+		_, _ = runc.Wait(pid)
 		return nil, nil, err
+	}
+	if err := rt.Start(ctx, spec.ID); err != nil {
+		return abandon(err)
 	}
 	if started != nil {
 		waitStarted(started, builtinStartTimeout)
 	}
 	if err := recordStart(dir, pid); err != nil {
-		_ = rt.Delete(ctx, spec.ID)
-		return nil, nil, err
+		return abandon(err)
 	}
 	return func() containerExit {
 		ws, err := runc.Wait(pid)
 		oom := runc.OOMKilled(spec.OCI.Linux.CgroupsPath)
-		// runc kills what the init left in its cgroup and removes it.
-		if derr := rt.Delete(ctx, spec.ID); derr != nil {
-			slog.Warn("shim: delete container", "id", spec.ID, "err", derr)
-		}
+		remove()
 		if err != nil {
 			return containerExit{ExitCode: 128, Reason: "Error", Message: err.Error(), FinishedAt: time.Now().UTC()}
 		}

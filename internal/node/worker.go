@@ -191,8 +191,9 @@ func (a *Agent) syncPod(ctx context.Context, w *podWorker) (done bool, retry tim
 		return false, 0, a.terminatePod(ctx, w, pod)
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		// A finished pod keeps its logs and status; its network goes.
-		return false, 0, a.net.Teardown(uid)
+		// A finished pod keeps its logs and status; its network and its
+		// pause container go.
+		return false, 0, errors.Join(a.stopPause(ctx, uid), a.net.Teardown(uid))
 	}
 	return false, 0, a.runPod(ctx, w, pod)
 }
@@ -295,7 +296,7 @@ func (a *Agent) killContainers(ctx context.Context, uid string, pod *corev1.Pod,
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(append(errs, a.stopPause(ctx, uid))...)
 }
 
 // killContainer runs c's preStop hook, then stops it; the hook's time

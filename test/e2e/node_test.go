@@ -119,22 +119,25 @@ func reapNode(t *testing.T, dataDir string) {
 		t.Errorf("pod namespace %s left after the cluster stopped", m)
 		_ = syscall.Unmount(m, syscall.MNT_DETACH)
 	}
+	// The binding that shares a runc node's mounts with its shim host.
+	mountinfo, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, d := range nodeDirs {
+		if strings.Contains(string(mountinfo), " "+d+" ") {
+			t.Errorf("node data dir %s still mounted after the cluster stopped", d)
+			_ = syscall.Unmount(d, syscall.MNT_DETACH)
+		}
+	}
 	// A container whose state is gone with its pod's directory is found
 	// by its shim's command line, which names the directory (not for up
 	// on a machine: its shims name the directory as its own mount
-	// namespace shows it, /var/lib/svcnet, as every machine's do).
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, f := range procs {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) < 4 || args[1] != "node" || args[2] != "shim" || !strings.HasPrefix(args[3], dataDir+"/") {
-			continue
-		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-		t.Errorf("container shim %d (%s) still running after the cluster stopped", pid, args[3])
+	// namespace shows it, /var/lib/svcnet, as every machine's do). The
+	// shim host leaves just after its last container's exit record.
+	left := shimsUnder(dataDir)
+	for deadline := time.Now().Add(5 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = shimsUnder(dataDir) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	for pid, dir := range left {
+		t.Errorf("container shim %d (%s) still running after the cluster stopped", pid, dir)
 		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
 		for _, c := range strings.Fields(string(children)) {
 			if child, err := strconv.Atoi(c); err == nil {
@@ -143,6 +146,26 @@ func reapNode(t *testing.T, dataDir string) {
 		}
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+}
+
+// shimsUnder finds the running shims and shim hosts of runs under
+// dataDir: their PIDs and the directories they serve.
+func shimsUnder(dataDir string) map[int]string {
+	out := map[int]string{}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range procs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) < 4 || args[1] != "node" || (args[2] != "shim" && args[2] != "shims") || !strings.HasPrefix(args[3], dataDir+"/") {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		out[pid] = args[3]
+	}
+	return out
 }
 
 // pod applies a one-container pod bound to the test's node, labelled

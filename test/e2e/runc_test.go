@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,6 +178,11 @@ spec:
 		}
 		return ""
 	})
+	// One shim host, not a shim per container, is the parent of all of
+	// them: the node's own processes add its ~9 MB once.
+	if hosts := shimHosts(t, c.dataDir); len(hosts) != 1 || !strings.HasPrefix(slices.Collect(maps.Values(hosts))[0], "node shims ") {
+		t.Errorf("the running containers' shims: %v, want one shim host (svcnet node shims)", hosts)
+	}
 	web := strings.Fields(c.must("get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.name}"))
 	if id := c.jsonpath("pod", web[0], "{.status.containerStatuses[0].imageID}"); !strings.HasPrefix(id, "localhost/nginx@sha256:") {
 		t.Errorf("pod %s: imageID %q, want the assembled image localhost/nginx@sha256:...", web[0], id)
@@ -188,6 +196,41 @@ spec:
 		}
 		return ""
 	})
+
+	// shareProcessNamespace: the pod's containers share one PID
+	// namespace, whose first process is the pod's pause container; a
+	// container sees and signals the other's processes. Without it, each
+	// container's own process is PID 1.
+	c.withStdin(`apiVersion: v1
+kind: Pod
+metadata: {name: shared-pids}
+spec:
+  nodeName: `+nodeName+`
+  shareProcessNamespace: true
+  terminationGracePeriodSeconds: 2
+  containers:
+  - {name: sleeper, image: "busybox:1.36", command: [sleep, "3601"]}
+  - {name: shell, image: "busybox:1.36", command: [sleep, "3602"]}
+`, "apply", "-f", "-")
+	eventually(t, 60*time.Second, func() string {
+		out, err := c.kubectl("", "exec", "shared-pids", "-c", "shell", "--", "sh", "-c", "cat /proc/1/cmdline | tr '\\0' ' '; echo; ps -o pid,args")
+		if err != nil || !strings.Contains(out, "pause") || !strings.Contains(out, "sleep 3601") || !strings.Contains(out, "sleep 3602") {
+			return fmt.Sprintf("PID 1 and processes seen from the shell container: %v %q", err, out)
+		}
+		return ""
+	})
+	c.must("exec", "shared-pids", "-c", "shell", "--", "sh", "-c",
+		`for p in /proc/[0-9]*; do if [ "$(tr '\0' ' ' < $p/cmdline)" = "sleep 3601 " ]; then kill ${p#/proc/}; echo killed; fi; done`)
+	eventually(t, 60*time.Second, func() string {
+		if n := c.jsonpath("pod", "shared-pids", `{.status.containerStatuses[?(@.name=="sleeper")].restartCount}`); n != "1" {
+			return "restarts of the container whose process the other killed: " + n
+		}
+		return ""
+	})
+	if out := c.must("exec", "client", "--", "cat", "/proc/1/cmdline"); !strings.HasPrefix(out, "sleep") {
+		t.Errorf("PID 1 of a pod without shareProcessNamespace: %q, want its own sleep", out)
+	}
+	c.must("delete", "pod", "shared-pids", "--wait=true")
 
 	// A read-only root file system refuses writes; a process outgrowing
 	// its memory limit is OOMKilled (exit 137) and restarted once (its
@@ -314,4 +357,31 @@ func cgroupMemory(path string) (int64, error) {
 		}
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// shimHosts are the command lines of the shims that the state records of
+// the node's running containers name, by PID.
+func shimHosts(t *testing.T, dataDir string) map[int]string {
+	t.Helper()
+	states, _ := filepath.Glob(filepath.Join(dataDir, "node", "pods", "*", "containers", "*", "*", "state.json"))
+	out := map[int]string{}
+	for _, f := range states {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(f), "exit.json")); err == nil {
+			continue
+		}
+		var st struct {
+			ShimPID int `json:"shimPID"`
+		}
+		b, err := os.ReadFile(f)
+		if err != nil || json.Unmarshal(b, &st) != nil {
+			t.Fatalf("state record %s: %v", f, err)
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.ShimPID))
+		args := strings.Fields(strings.ReplaceAll(string(cmdline), "\x00", " "))
+		if len(args) > 0 {
+			args = args[1:] // the executable's path
+		}
+		out[st.ShimPID] = strings.Join(args, " ")
+	}
+	return out
 }

@@ -57,7 +57,15 @@ func netexec(ctx context.Context, args []string) error {
 	mux.HandleFunc("/hostname", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, hostname()) })
 	mux.HandleFunc("/hostName", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, hostname()) })
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	// Unready from SIGTERM on, while --delay-shutdown keeps it serving.
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if ctx.Err() != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, "shutting down")
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})
 	mux.HandleFunc("/header", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, r.Header.Get(r.FormValue("key")))
 	})
@@ -66,6 +74,19 @@ func netexec(ctx context.Context, args []string) error {
 			w.WriteHeader(c)
 		}
 		fmt.Fprint(w, r.FormValue("msg"))
+	})
+	mux.HandleFunc("/envvar", func(w http.ResponseWriter, r *http.Request) {
+		name := r.FormValue("var")
+		if name == "" {
+			http.Error(w, "'var' query parameter is required", http.StatusBadRequest)
+			return
+		}
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			http.Error(w, fmt.Sprintf("env var %q is not set", name), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, v)
 	})
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.FormValue("location"), http.StatusFound)
@@ -138,6 +159,8 @@ func udpServer(pc net.PacketConn) {
 			reply = strings.TrimPrefix(cmd, "echo ")
 		case cmd == "clientip":
 			reply = addr.String()
+		case strings.HasPrefix(cmd, "envvar "):
+			reply = os.Getenv(strings.TrimPrefix(cmd, "envvar "))
 		default:
 			continue
 		}

@@ -44,6 +44,24 @@ func TestReadyOnceListening(t *testing.T) {
 		t.Fatalf("said it started, yet its port refuses: %v", err)
 	}
 	c.Close()
+	// netexec's /envvar, which upstream's e2e tests read NODE_NAME by:
+	// the value, 500 for an unset variable, 400 without a name.
+	t.Setenv("SVCNET_TEST_ENVVAR", "node-a")
+	for path, want := range map[string]string{
+		"/envvar?var=SVCNET_TEST_ENVVAR": "200 node-a",
+		"/envvar?var=SVCNET_TEST_UNSET":  "500 env var \"SVCNET_TEST_UNSET\" is not set\n",
+		"/envvar":                        "400 'var' query parameter is required\n",
+	} {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := fmt.Sprintf("%d %s", resp.StatusCode, body); got != want {
+			t.Errorf("GET %s: %q, want %q", path, got, want)
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -99,5 +117,48 @@ func TestTestWebserver(t *testing.T) {
 	}
 	if code, _ := get(file + ".missing"); code != http.StatusNotFound {
 		t.Errorf("a missing file: %d", code)
+	}
+}
+
+// netexec --delay-shutdown goes on serving after SIGTERM but says it is
+// not ready, which upstream's e2e tests of terminating endpoints wait for.
+func TestNetexecUnreadyWhileShuttingDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- agnhost(ctx, []string{"netexec", fmt.Sprintf("--http-port=%d", port), "--udp-port=-1", "--delay-shutdown=1"})
+	}()
+	get := func(path string) string {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+			if err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return fmt.Sprintf("%d %s", resp.StatusCode, body)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+		}
+	}
+	if got := get("/readyz"); got != "200 ok" {
+		t.Errorf("/readyz before SIGTERM: %q", got)
+	}
+	cancel() // as SIGTERM
+	if got := get("/readyz"); got != "503 shutting down" {
+		t.Errorf("/readyz after SIGTERM: %q, want 503 shutting down", got)
+	}
+	if got := get("/healthz"); got != "200 ok" {
+		t.Errorf("/healthz after SIGTERM: %q", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

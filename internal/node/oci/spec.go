@@ -89,6 +89,9 @@ type Container struct {
 	Hostname string
 	// NetNS is the path of the pod's network namespace.
 	NetNS string
+	// PIDNS, when set, is the path of the PID namespace to join (the
+	// pod's, with shareProcessNamespace); else the container has its own.
+	PIDNS string
 	// Rootfs is the mounted root file system; ReadOnlyRoot mounts it
 	// read-only.
 	Rootfs       string
@@ -203,7 +206,7 @@ func Spec(c Container) *specs.Spec {
 		Linux: &specs.Linux{
 			CgroupsPath: c.CgroupsPath,
 			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+				{Type: specs.PIDNamespace, Path: c.PIDNS}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
 				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace, Path: c.NetNS},
 			},
 			Resources: resources(c),

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -204,6 +205,18 @@ func (b Bundle) Write(spec *specs.Spec, layers []string) error {
 	return nil
 }
 
+// Unmount detaches the root file system that Write mounted.
+func (b Bundle) Unmount() error {
+	if err := unix.Unmount(b.Rootfs(), unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+		return fmt.Errorf("unmount %s: %w", b.Rootfs(), err)
+	}
+	return nil
+}
+
+// cwd serializes mountOverlay's changes of the process's working
+// directory: one process mounts the root file systems of many containers.
+var cwd sync.Mutex
+
 // mountOverlay mounts the overlay of layers (topmost first) with upper
 // and work at target. Mount options are one page at most, so layers in
 // one directory (the image store's) are named relative to it, as
@@ -221,6 +234,8 @@ func mountOverlay(target string, layers []string, upper, work string) error {
 		for i, l := range layers {
 			lower[i] = filepath.Base(l)
 		}
+		cwd.Lock()
+		defer cwd.Unlock()
 		prev, err := os.Getwd()
 		if err != nil {
 			return fmt.Errorf("mount the container's root file system: %w", err)
@@ -266,7 +281,46 @@ func (r *Runtime) Create(cmd *exec.Cmd, bundle Bundle, id string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("runc create: pid file: %w", err)
 	}
+	inits.Store(pid, struct{}{})
 	return pid, nil
+}
+
+// inits are the container inits that Create made and Wait has not yet
+// reaped: not strays.
+var inits sync.Map
+
+// ReapStrays reaps the zombies of runc's init stages (processes named
+// "runc:[...]") that a failed create leaves to the subreaper, which no
+// Wait would ever take. Call it in the subreaper after a failed Create or
+// a container's end.
+func ReapStrays() {
+	self := os.Getpid()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		fields := strings.Fields(s[end+1:])
+		if len(fields) < 2 || fields[0] != "Z" || fields[1] != strconv.Itoa(self) || !strings.HasPrefix(s[open+1:end], "runc:[") {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(s[:open]))
+		if err != nil {
+			continue
+		}
+		if _, waited := inits.Load(pid); waited {
+			continue
+		}
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
 }
 
 // lastError is the last error runc logged.
@@ -309,6 +363,7 @@ func Wait(pid int) (unix.WaitStatus, error) {
 		if err == unix.EINTR {
 			continue
 		}
+		inits.Delete(pid)
 		if err != nil {
 			return ws, fmt.Errorf("wait for the container's init %d: %w", pid, err)
 		}
