@@ -14,13 +14,15 @@
 // placed the same way in the same run (the baseline, first, deleted before
 // the claims' batch: one node's /24 holds 253 pods).
 //
-// With -runc it measures the runc runtime: N pods of an image pulled from
-// a registry (go-containerregistry's, on loopback: the host's static
-// busybox as the image's root), already in the node's store, each run by
-// runc, against N pods of the image table's busybox run as host
-// processes (the baseline) in the same run, both `sleep 3600`: create to
-// Ready p50/p99, and the proportional set size (PSS) of the processes the
-// node runs for each pod (the shim, runc's and the container's), per pod.
+// With -runc it measures the runc runtime: on a cluster started with
+// --runtime runc, N pods of an image pulled from a registry
+// (go-containerregistry's, on loopback: the host's static busybox as the
+// image's root), already in the node's store, each run by runc under the
+// node's shim host; against, on a cluster started with --runtime process
+// in the same run, N pods of the image table's busybox run as host
+// processes (the baseline), both `sleep 3600`: create to Ready p50/p99,
+// and the proportional set size (PSS) of the processes the node runs for
+// the pods (shims or the shim host, runc's and the containers'), per pod.
 //
 // It needs root; everything it creates is removed when it ends.
 //
@@ -124,51 +126,21 @@ func run(n, workers int, image, binary string, mode int) (err error) {
 		}
 	}
 
-	data := filepath.Join(dir, "data")
-	logf, err := os.Create(filepath.Join(dir, "up.log"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := func(name string, extra ...string) (*cluster, error) {
+		return startCluster(ctx, binary, filepath.Join(dir, name), ns, n, extra...)
+	}
+	if mode == modeRunc {
+		return compareRunc(ctx, start, n, workers)
+	}
+	c, err := start("cluster")
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	ports := freePorts(4)
-	var extra []string
-	if mode == modeRunc {
-		extra = []string{"--runtime", "runc"}
-	}
-	up := exec.Command(binary, append([]string{"up", "--data-dir", data, "--netns", ns, "--node-name", nodeName,
-		"--bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		"--etcd-client-url", fmt.Sprintf("https://127.0.0.1:%d", ports[1]),
-		"--etcd-peer-url", fmt.Sprintf("https://127.0.0.1:%d", ports[2]),
-		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", ports[3]),
-		"--metrics-bind-address", "0",
-		// Both batches of -storage stay on the one node.
-		"--max-pods", strconv.Itoa(2*n + 20)}, extra...)...)
-	up.Stdout, up.Stderr = logf, logf
-	up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := up.Start(); err != nil {
-		return fmt.Errorf("start svcnet up: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = up.Wait()
-		close(exited)
-	}()
-	defer func() {
-		// SIGTERM: up stops its pods and removes their namespaces.
-		_ = up.Process.Signal(syscall.SIGTERM)
-		<-exited
-	}()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	client, err := waitNode(ctx, filepath.Join(data, "kubeconfig"), exited)
-	if err != nil {
-		log, _ := os.ReadFile(logf.Name())
-		return fmt.Errorf("%w; svcnet up's log:\n%s", err, log[max(0, len(log)-4000):])
-	}
+	defer c.stop()
+	client := c.client
 	switch mode {
-	case modeRunc:
-		return compareRunc(ctx, client, n, workers, data)
 	case modeStart:
 		res, err := batch(ctx, client, "default", n, workers, func(name string) (*corev1.Pod, *corev1.PersistentVolumeClaim) {
 			return &corev1.Pod{
@@ -231,6 +203,61 @@ func run(n, workers int, image, binary string, mode int) (err error) {
 	fmt.Printf("ratio claim/emptyDir: all Running %.2fx  p50 %.2fx  p99 %.2fx\n", claims.total.Seconds()/base.total.Seconds(),
 		float64(pct(claims.done, 0.5))/float64(max(pct(base.done, 0.5), time.Millisecond)), float64(pct(claims.done, 0.99))/float64(max(pct(base.done, 0.99), time.Millisecond)))
 	return nil
+}
+
+// cluster is a running `svcnet up` with its node in the bench's network
+// namespace.
+type cluster struct {
+	client *kubernetes.Clientset
+	// data is its data dir.
+	data string
+	stop func()
+}
+
+// startCluster starts `svcnet up` (with extra flags) on data dir dir, its
+// node in network namespace ns, and waits for the node.
+func startCluster(ctx context.Context, binary, dir, ns string, n int, extra ...string) (*cluster, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	data := filepath.Join(dir, "data")
+	logf, err := os.Create(filepath.Join(dir, "up.log"))
+	if err != nil {
+		return nil, err
+	}
+	ports := freePorts(4)
+	up := exec.Command(binary, append([]string{"up", "--data-dir", data, "--netns", ns, "--node-name", nodeName,
+		"--bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--etcd-client-url", fmt.Sprintf("https://127.0.0.1:%d", ports[1]),
+		"--etcd-peer-url", fmt.Sprintf("https://127.0.0.1:%d", ports[2]),
+		"--kubelet-address", fmt.Sprintf("127.0.0.1:%d", ports[3]),
+		"--metrics-bind-address", "0",
+		// Both batches of -storage stay on the one node.
+		"--max-pods", strconv.Itoa(2*n + 20)}, extra...)...)
+	up.Stdout, up.Stderr = logf, logf
+	up.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := up.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start svcnet up: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = up.Wait()
+		close(exited)
+	}()
+	stop := func() {
+		// SIGTERM: up stops its pods and removes their namespaces.
+		_ = up.Process.Signal(syscall.SIGTERM)
+		<-exited
+		logf.Close()
+	}
+	client, err := waitNode(ctx, filepath.Join(data, "kubeconfig"), exited)
+	if err != nil {
+		stop()
+		log, _ := os.ReadFile(logf.Name())
+		return nil, fmt.Errorf("%w; svcnet up's log:\n%s", err, log[max(0, len(log)-4000):])
+	}
+	return &cluster{client: client, data: data, stop: stop}, nil
 }
 
 // deleteAll deletes the pods of namespace ns at once and waits until

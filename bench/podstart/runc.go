@@ -12,19 +12,22 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/svcnet/svcnet/internal/node/images/imagetest"
 )
 
-// compareRunc runs the -runc comparison on a node started with --runtime
-// runc whose data dir is data.
-func compareRunc(ctx context.Context, client kubernetes.Interface, n, workers int, data string) error {
+// compareRunc runs the -runc comparison: N pods of the image table's
+// busybox on a node started with --runtime process (host processes, a
+// shim each), then, on a node started with --runtime runc, N pods of an
+// image pulled into its store, each run by runc under the node's shim
+// host. start starts a cluster with the extra flags given.
+func compareRunc(ctx context.Context, start func(name string, extra ...string) (*cluster, error), n, workers int) error {
 	if !imagetest.StaticBusybox() {
 		return fmt.Errorf("%s is not a static busybox (Debian package busybox-static)", imagetest.BusyboxPath)
 	}
-	host, stop := imagetest.Registry("", "")
-	defer stop()
+	host, stopRegistry := imagetest.Registry("", "")
+	defer stopRegistry()
 	pulled := host + "/bench/busybox:1"
 	if err := imagetest.PushBusybox(pulled); err != nil {
 		return err
@@ -38,45 +41,59 @@ func compareRunc(ctx context.Context, client kubernetes.Interface, n, workers in
 			}}, nil
 		}
 	}
-	for _, ns := range []string{"process", "warm", "runc"} {
-		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create namespace %s: %w", ns, err)
+	// measure runs the pods of image on a new cluster with the flags
+	// given, after warm-up pods of the same image, and returns their
+	// start latencies and the PSS of the processes the node runs for them.
+	measure := func(name, image string, flags ...string) (*result, int64, error) {
+		c, err := start(name, flags...)
+		if err != nil {
+			return nil, 0, err
 		}
+		defer c.stop()
+		for _, ns := range []string{"warm", "measured"} {
+			if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				return nil, 0, fmt.Errorf("create namespace %s: %w", ns, err)
+			}
+			// Pods wait for the namespace's default service account.
+			err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				_, err := c.client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+				return err == nil, nil
+			})
+			if err != nil {
+				return nil, 0, fmt.Errorf("the default service account of %s: %w", ns, err)
+			}
+		}
+		// A first pod pulls or assembles the image; the measured ones
+		// find it in the store.
+		if _, err := batch(ctx, c.client, "warm", 1, 1, pod(image), podReady); err != nil {
+			return nil, 0, fmt.Errorf("%s: warm-up pod: %w", name, err)
+		}
+		if err := deleteAll(ctx, c.client, "warm"); err != nil {
+			return nil, 0, err
+		}
+		res, err := batch(ctx, c.client, "measured", n, workers, pod(image), podReady)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s pods: %w", name, err)
+		}
+		pss, err := podsPSS(c.data)
+		if err != nil {
+			return nil, 0, err
+		}
+		return res, pss, deleteAll(ctx, c.client, "measured")
 	}
-	base, err := batch(ctx, client, "process", n, workers, pod("busybox"), podReady)
-	if err != nil {
-		return fmt.Errorf("process pods: %w", err)
-	}
-	basePSS, err := podsPSS(data)
+	base, basePSS, err := measure("process", "busybox", "--runtime", "process")
 	if err != nil {
 		return err
 	}
-	if err := deleteAll(ctx, client, "process"); err != nil {
-		return err
-	}
-	// One pod pulls the image; the measured ones find it in the store.
-	if _, err := batch(ctx, client, "warm", 1, 1, pod(pulled), podReady); err != nil {
-		return fmt.Errorf("pull %s: %w", pulled, err)
-	}
-	if err := deleteAll(ctx, client, "warm"); err != nil {
-		return err
-	}
-	runc, err := batch(ctx, client, "runc", n, workers, pod(pulled), podReady)
+	runc, runcPSS, err := measure("runc", pulled, "--runtime", "runc")
 	if err != nil {
-		return fmt.Errorf("runc pods: %w", err)
-	}
-	runcPSS, err := podsPSS(data)
-	if err != nil {
-		return err
-	}
-	if err := deleteAll(ctx, client, "runc"); err != nil {
 		return err
 	}
 	mib := func(kb int64) float64 { return float64(kb) / 1024 / float64(n) }
 	fmt.Printf("pods: %d, sleep 3600, %d concurrent creates\n", n, workers)
-	fmt.Printf("host process (busybox, baseline) create → Ready: p50 %v  p99 %v  all Ready after %v  PSS per pod %.1f MiB\n",
+	fmt.Printf("--runtime process (busybox as a host process, baseline) create → Ready: p50 %v  p99 %v  all Ready after %v  PSS per pod %.2f MiB\n",
 		pct(base.done, 0.5), pct(base.done, 0.99), base.total.Round(time.Millisecond), mib(basePSS))
-	fmt.Printf("runc (%s, in the store) create → Ready: p50 %v  p99 %v  all Ready after %v  PSS per pod %.1f MiB\n",
+	fmt.Printf("--runtime runc (%s, in the store) create → Ready: p50 %v  p99 %v  all Ready after %v  PSS per pod %.2f MiB\n",
 		pulled, pct(runc.done, 0.5), pct(runc.done, 0.99), runc.total.Round(time.Millisecond), mib(runcPSS))
 	fmt.Printf("ratio runc/process: p50 %.2fx  p99 %.2fx  PSS %.2fx\n",
 		float64(pct(runc.done, 0.5))/float64(max(pct(base.done, 0.5), time.Millisecond)),
