@@ -342,7 +342,7 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 		if err := s.admit(ctx, admission.Update, res, sub, ns, name, next, cur, o.dryRun); err != nil {
 			return nil, false, err
 		}
-		if finalized(next) {
+		if finalized(next, cur) {
 			if o.dryRun {
 				return next, false, s.dryRunDelete(ctx, res, cur)
 			}
@@ -394,10 +394,17 @@ func (s *Server) admit(ctx context.Context, op admission.Operation, res *registr
 		Namespace: ns, Name: name, Object: obj, OldObject: old, User: u, DryRun: dryRun})
 }
 
-// finalized: the object was being deleted and its last finalizer is gone.
-func finalized(obj runtime.Object) bool {
-	a, _ := meta.Accessor(obj)
-	return a.GetDeletionTimestamp() != nil && len(a.GetFinalizers()) == 0 && !pendingNamespace(obj)
+// finalized: the object was being deleted, with no grace period left (a
+// pod on a node waits for its node's final delete), and its last
+// finalizer is gone: as upstream's ShouldDeleteDuringUpdate.
+func finalized(next, cur runtime.Object) bool {
+	n, _ := meta.Accessor(next)
+	c, _ := meta.Accessor(cur)
+	if len(n.GetFinalizers()) > 0 || c.GetDeletionTimestamp() == nil || pendingNamespace(next) {
+		return false
+	}
+	grace := c.GetDeletionGracePeriodSeconds()
+	return grace == nil || *grace == 0
 }
 
 // prepareUpdate applies the metadata rules and the strategy to desired, and

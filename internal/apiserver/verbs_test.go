@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 )
 
 func TestListPagesAndSelectors(t *testing.T) {
@@ -157,6 +158,43 @@ func TestStatusDryRunAndFinalizers(t *testing.T) {
 	}
 	if _, err := cms.Get(ctx, "held", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("object survived its last finalizer: %v", err)
+	}
+}
+
+// A pod on a node, deleted with a grace period, stays through its node's
+// status updates (the kubelet reports a terminating pod's readiness) until
+// the node deletes it for good; only an object with no grace left goes
+// with its last finalizer, as upstream's ShouldDeleteDuringUpdate.
+func TestGracefulDeleteOutlivesStatusUpdates(t *testing.T) {
+	_, cs := newTestServer(t)
+	ctx := context.Background()
+	pods := cs.CoreV1().Pods("default")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "draining"}, Spec: corev1.PodSpec{
+		NodeName:   "n1",
+		Containers: []corev1.Container{{Name: "web", Image: "nginx"}},
+	}}
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(ctx, "draining", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](60)}); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := pods.Get(ctx, "draining", metav1.GetOptions{})
+	if err != nil || cur.DeletionTimestamp == nil {
+		t.Fatalf("pod after a graceful delete: %v %v", err, cur)
+	}
+	cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	if _, err := pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("status update of a terminating pod: %v", err)
+	}
+	if got, err := pods.Get(ctx, "draining", metav1.GetOptions{}); err != nil || got.Status.Conditions[0].Status != corev1.ConditionFalse {
+		t.Fatalf("terminating pod after its status update: %v %v", err, got)
+	}
+	if err := pods.Delete(ctx, "draining", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Get(ctx, "draining", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("pod after the node's final delete: %v", err)
 	}
 }
 

@@ -102,8 +102,15 @@ func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images
 		if program, err = images.ExecutableFiles(a.cfg.Self); err != nil {
 			return nil, err
 		}
-		// The mount point of the executable.
+		// The mount point of the executable, and the image's own paths of
+		// the program (agnhost's /agnhost), which run it as well.
 		program = append(program, images.File{Path: selfPath, Mode: 0o755})
+		for _, b := range entry.Binaries {
+			if strings.HasPrefix(b, "/") {
+				script := fmt.Sprintf("#!/bin/sh\nexec %s node image %s --ports= -- \"$@\"\n", selfPath, entry.Builtin)
+				program = append(program, images.File{Path: b, Data: []byte(script), Mode: 0o755})
+			}
+		}
 	case entry.Host != "":
 		exe, files, err := hostExecutable(entry.Host)
 		if err != nil {

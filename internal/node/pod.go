@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,9 +66,36 @@ func (a *Agent) runPod(ctx context.Context, w *podWorker, pod *corev1.Pod) error
 	policy := pod.Spec.RestartPolicy
 
 	initDone := true
+	initialized := podInitialized(pod, latest)
 	for i := range pod.Spec.InitContainers {
 		spec := &pod.Spec.InitContainers[i]
 		c := latest[spec.Name]
+		if isSidecar(spec) {
+			// A restartable init container runs beside the pod's
+			// containers and starts again whenever it ends, whatever the
+			// pod's restart policy; the next container starts once it has
+			// started (its startup probe passed).
+			if c != nil && c.Running() {
+				if msg, failed := a.probes.unhealthy(c); failed {
+					if err := a.killContainer(ctx, pod, c, gracePeriod(pod, probeGrace(spec)), msg); err != nil {
+						return err
+					}
+					want(time.Millisecond)
+				} else if started, _ := a.probes.state(c, spec); started || initialized {
+					continue
+				}
+			} else {
+				want(a.maybeStart(ctx, pod, sb, spec, c, waiting))
+				if initialized {
+					continue
+				}
+			}
+			initDone = false
+			// Until its start is seen: a probe's first success pokes the
+			// pod, a start without probes does not.
+			want(200 * time.Millisecond)
+			break
+		}
 		if c != nil && !c.Running() && c.Exit.ExitCode == 0 {
 			continue
 		}
@@ -124,6 +152,19 @@ func (a *Agent) runPod(ctx context.Context, w *podWorker, pod *corev1.Pod) error
 		w.pokeAfter(retry)
 	}
 	return nil
+}
+
+// isSidecar reports a restartable init container (restartPolicy: Always),
+// which runs for the pod's whole life.
+func isSidecar(spec *corev1.Container) bool {
+	return ptr.Deref(spec.RestartPolicy, "") == corev1.ContainerRestartPolicyAlways
+}
+
+// podInitialized reports whether the pod's containers have been started
+// once: its init containers have done their part, and a sidecar that ends
+// later no longer holds them back.
+func podInitialized(pod *corev1.Pod, latest map[string]*container) bool {
+	return slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return latest[c.Name] != nil })
 }
 
 // restarts reports whether a container that exited with code is run

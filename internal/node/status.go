@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,15 +37,28 @@ func (a *Agent) podStatus(pod *corev1.Pod, runs []*container, waiting map[string
 		byName[c.Spec.Name] = append(byName[c.Spec.Name], c)
 	}
 
-	// Init containers: done, failed, or the one in progress.
+	// Init containers: done, failed, or the one in progress; a sidecar
+	// (restartable) is done once started, and counts for readiness.
 	initDone, initFailed := true, false
-	var pendingInit []string
+	initialized := slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return len(byName[c.Name]) > 0 })
+	var pendingInit, unready []string
 	for i, spec := range pod.Spec.InitContainers {
 		cs := a.containerStatus(&pod.Spec.InitContainers[i], byName[spec.Name], waiting, oldStatus(old.InitContainerStatuses, spec.Name))
 		if cs.State.Waiting != nil && cs.State.Waiting.Reason == "ContainerCreating" && !initDone {
 			cs.State.Waiting.Reason = "PodInitializing"
 		}
 		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+		if isSidecar(&pod.Spec.InitContainers[i]) {
+			if !cs.Ready {
+				unready = append(unready, spec.Name)
+			}
+			if initialized || (cs.State.Running != nil && ptr.Deref(cs.Started, false)) {
+				continue
+			}
+			initDone = false
+			pendingInit = append(pendingInit, spec.Name)
+			continue
+		}
 		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
 			continue
 		}
@@ -55,7 +69,6 @@ func (a *Agent) podStatus(pod *corev1.Pod, runs []*container, waiting map[string
 		pendingInit = append(pendingInit, spec.Name)
 	}
 
-	var unready []string
 	running, waitingN, stopped, succeeded := 0, 0, 0, 0
 	for i, spec := range pod.Spec.Containers {
 		cs := a.containerStatus(&pod.Spec.Containers[i], byName[spec.Name], waiting, oldStatus(old.ContainerStatuses, spec.Name))

@@ -191,9 +191,7 @@ func (a *Agent) syncPod(ctx context.Context, w *podWorker) (done bool, retry tim
 		return false, 0, a.terminatePod(ctx, w, pod)
 	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		// A finished pod keeps its logs and status; its network and its
-		// pause container go.
-		return false, 0, errors.Join(a.stopPause(ctx, uid), a.net.Teardown(uid))
+		return false, 0, a.finishPod(ctx, pod)
 	}
 	return false, 0, a.runPod(ctx, w, pod)
 }
@@ -232,7 +230,7 @@ func (a *Agent) removePod(ctx context.Context, uid string) (bool, time.Duration,
 func (a *Agent) terminatePod(ctx context.Context, w *podWorker, pod *corev1.Pod) error {
 	grace := gracePeriod(pod, nil)
 	uid := string(pod.UID)
-	if err := a.killContainers(ctx, uid, pod, &grace); err != nil {
+	if err := a.killWatchingStatus(ctx, w, pod, grace); err != nil {
 		return err
 	}
 	if err := a.net.Teardown(uid); err != nil {
@@ -255,6 +253,54 @@ func (a *Agent) terminatePod(ctx context.Context, w *podWorker, pod *corev1.Pod)
 		return fmt.Errorf("delete pod %s: %w", klogRef(pod), err)
 	}
 	return nil
+}
+
+// killWatchingStatus stops the pod's containers within grace; meanwhile
+// each poke of its worker (a probe's new result, a container's end) shows
+// in its status, as the kubelet's status manager goes on during a long
+// termination: a container that turns unready on SIGTERM leaves the
+// Service's ready endpoints before it ends.
+func (a *Agent) killWatchingStatus(ctx context.Context, w *podWorker, pod *corev1.Pod, grace time.Duration) error {
+	uid := string(pod.UID)
+	done := make(chan error, 1)
+	go func() { done <- a.killContainers(ctx, uid, pod, &grace) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-w.wake:
+		}
+		cur, gone := w.snapshot()
+		if gone || cur == nil || cur.UID != pod.UID {
+			continue
+		}
+		runs, err := a.rt.containers(uid)
+		if err != nil {
+			continue
+		}
+		if err := a.updateStatus(ctx, cur, a.podStatus(cur, runs, nil, true)); err != nil && !apierrors.IsNotFound(err) {
+			slog.Info("status of a terminating pod", "pod", klogRef(cur), "err", err)
+		}
+	}
+}
+
+// finishPod stops what a finished pod still runs, its sidecars and pause
+// container, and removes its network; it keeps its logs, and its status
+// shows the sidecars' ends.
+func (a *Agent) finishPod(ctx context.Context, pod *corev1.Pod) error {
+	uid := string(pod.UID)
+	grace := gracePeriod(pod, nil)
+	if err := a.killContainers(ctx, uid, pod, &grace); err != nil {
+		return err
+	}
+	if err := a.net.Teardown(uid); err != nil {
+		return err
+	}
+	runs, err := a.rt.containers(uid)
+	if err != nil {
+		return err
+	}
+	return a.updateStatus(ctx, pod, a.podStatus(pod, runs, nil, false))
 }
 
 // gracePeriod is the pod's deletion grace, else its spec's, at least 2 s
@@ -285,17 +331,28 @@ func (a *Agent) killContainers(ctx context.Context, uid string, pod *corev1.Pod,
 	if grace != nil {
 		g = *grace
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(runs))
-	for i, c := range runs {
-		if !c.Running() {
-			continue
+	// The pod's containers first, then its sidecars, then its pause
+	// container, as the kubelet stops them.
+	sidecar := func(c *container) bool {
+		spec := (*corev1.Container)(nil)
+		if pod != nil {
+			spec = specContainer(pod, c.Spec.Name)
 		}
-		wg.Go(func() {
-			errs[i] = a.killContainer(ctx, pod, c, g, "")
-		})
+		return spec != nil && isSidecar(spec)
 	}
-	wg.Wait()
+	errs := make([]error, len(runs))
+	for _, sidecars := range []bool{false, true} {
+		var wg sync.WaitGroup
+		for i, c := range runs {
+			if !c.Running() || sidecar(c) != sidecars {
+				continue
+			}
+			wg.Go(func() {
+				errs[i] = a.killContainer(ctx, pod, c, g, "")
+			})
+		}
+		wg.Wait()
+	}
 	return errors.Join(append(errs, a.stopPause(ctx, uid))...)
 }
 

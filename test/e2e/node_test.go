@@ -577,6 +577,45 @@ func TestNodeGracefulDelete(t *testing.T) {
 	}
 }
 
+// TestNodeUnreadyWhileTerminating: a pod being deleted goes on being
+// probed; its container, unready from SIGTERM on (agnhost netexec
+// --delay-shutdown), turns the pod unready and its endpoint serving but
+// not ready while it still runs out its grace period.
+func TestNodeUnreadyWhileTerminating(t *testing.T) {
+	c := startNodeCluster(t)
+	c.withStdin(`apiVersion: v1
+kind: Pod
+metadata: {name: draining, labels: {app: draining}}
+spec:
+  nodeName: `+nodeName+`
+  terminationGracePeriodSeconds: 60
+  containers:
+  - name: web
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [netexec, --http-port=8080, --delay-shutdown=60]
+    readinessProbe: {httpGet: {path: /readyz, port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: draining}
+spec:
+  selector: {app: draining}
+  ports: [{port: 80, targetPort: 8080}]
+`, "apply", "-f", "-")
+	c.waitReady("draining", "True", 60*time.Second)
+	c.must("delete", "pod", "draining", "--wait=false")
+	eventually(t, 30*time.Second, func() string {
+		ready := c.jsonpath("pod", "draining", `{.status.conditions[?(@.type=="Ready")].status}`)
+		out, _ := c.kubectl("", "get", "endpointslices", "-l", "kubernetes.io/service-name=draining", "-o",
+			"jsonpath={.items[0].endpoints[0].conditions}")
+		if ready != "False" || !strings.Contains(out, `"ready":false`) || !strings.Contains(out, `"terminating":true`) {
+			return fmt.Sprintf("terminating pod: Ready %q, endpoint conditions %s", ready, out)
+		}
+		return ""
+	})
+	c.must("delete", "pod", "draining", "--grace-period=1")
+}
+
 // TestNodeDiskPressure: a node whose disk has less than 15% available (the
 // kubelet's imagefs.available threshold) reports DiskPressure, records
 // NodeHasDiskPressure, gets the disk-pressure taint and takes no new

@@ -133,35 +133,7 @@ spec:
 	// assembles (busybox's applets; svcnet's built-in programs): the seed
 	// lab's nginx Deployment behind a Service, fetched by its DNS name
 	// (CoreDNS runs so as well) from a busybox client.
-	c.withStdin(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      nodeName: `+nodeName+`
-      terminationGracePeriodSeconds: 2
-      containers:
-      - {name: nginx, image: "nginx:1.25", ports: [{containerPort: 80}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web}
-spec:
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 80}]
-`, "apply", "-f", "-")
-	c.pod("client", "busybox:1.36", "    command: [sleep, '3600']\n")
-	eventually(t, 90*time.Second, func() string {
-		out, err := c.kubectl("", "exec", "client", "--", "wget", "-qO-", "http://web.default.svc.cluster.local")
-		if err != nil || !strings.Contains(out, "Welcome to nginx!") {
-			return fmt.Sprintf("wget http://web from client: %v %q; pods: %s", err, out, c.must("get", "pods", "-o", "wide"))
-		}
-		return ""
-	})
+	seedLab(t, c)
 	// The client sees busybox's root, not the host's: no /etc/os-release.
 	if out, err := c.kubectl("", "exec", "client", "--", "ls", "/bin/wget", "/etc/os-release"); err == nil || !strings.Contains(out, "/bin/wget") || strings.Contains(out, "\n/etc/os-release") {
 		t.Errorf("kubectl exec client ls: %v %q, want /bin/wget and no /etc/os-release", err, out)
@@ -178,6 +150,11 @@ spec:
 		}
 		return ""
 	})
+	// ... and runs the image's /agnhost from a shell, as the framework
+	// does for agnhost connect.
+	if out, err := c.kubectl("", "exec", "execpod", "--", "/bin/sh", "-x", "-c", "/agnhost connect --timeout=3s web:80 && /agnhost connect --timeout=3s 127.0.0.1:1"); err == nil || !strings.Contains(out, "REFUSED") {
+		t.Errorf("/agnhost connect from agnhost's shell: %v %q, want web:80 connected and 127.0.0.1:1 REFUSED", err, out)
+	}
 	// One shim host, not a shim per container, is the parent of all of
 	// them: the node's own processes add its ~9 MB once.
 	if hosts := shimHosts(t, c.dataDir); len(hosts) != 1 || !strings.HasPrefix(slices.Collect(maps.Values(hosts))[0], "node shims ") {
@@ -384,4 +361,56 @@ func shimHosts(t *testing.T, dataDir string) map[int]string {
 		out[st.ShimPID] = strings.Join(args, " ")
 	}
 	return out
+}
+
+// seedLab runs the seed lab on the node: an nginx Deployment of two
+// behind a Service, fetched by its DNS name (CoreDNS) from a busybox
+// client pod named client.
+func seedLab(t *testing.T, c *nodeCluster) {
+	t.Helper()
+	c.withStdin(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeName: `+nodeName+`
+      terminationGracePeriodSeconds: 2
+      containers:
+      - {name: nginx, image: "nginx:1.25", ports: [{containerPort: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 80}]
+`, "apply", "-f", "-")
+	c.pod("client", "busybox:1.36", "    command: [sleep, '3600']\n")
+	eventually(t, 90*time.Second, func() string {
+		out, err := c.kubectl("", "exec", "client", "--", "wget", "-qO-", "http://web.default.svc.cluster.local")
+		if err != nil || !strings.Contains(out, "Welcome to nginx!") {
+			return fmt.Sprintf("wget http://web from client: %v %q; pods: %s", err, out, c.must("get", "pods", "-o", "wide"))
+		}
+		return ""
+	})
+}
+
+// TestProcessRuntimeSeedLab: with --runtime process (machines without
+// runc), the image table's programs run as host processes and the seed
+// lab works as under runc.
+func TestProcessRuntimeSeedLab(t *testing.T) {
+	needRoot(t)
+	c := startNodeCluster(t, "--runtime", "process")
+	seedLab(t, c)
+	if hosts := shimHosts(t, c.dataDir); len(hosts) < 3 || slices.ContainsFunc(slices.Collect(maps.Values(hosts)), func(cmd string) bool { return !strings.HasPrefix(cmd, "node shim ") }) {
+		t.Errorf("the running containers' shims: %v, want a shim each (svcnet node shim)", hosts)
+	}
+	// A host process sees the host's root.
+	if out := c.must("exec", "client", "--", "ls", "/etc/os-release"); !strings.Contains(out, "/etc/os-release") {
+		t.Errorf("kubectl exec client ls /etc/os-release: %q, want the host's file", out)
+	}
 }

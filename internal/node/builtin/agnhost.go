@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -32,8 +33,77 @@ func agnhost(ctx context.Context, args []string) error {
 		ready()
 		<-ctx.Done()
 		return nil
+	case "connect":
+		return connect(args[1:])
 	}
-	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause)", args[0])
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect)", args[0])
+}
+
+// connect tries a TCP connection (or a UDP exchange) to host:port and
+// fails with agnhost's prefixes, which upstream's e2e tests look for:
+// UNKNOWN, DNS, TIMEOUT, REFUSED or OTHER.
+func connect(args []string) error {
+	fs := flag.NewFlagSet("connect", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 0, "maximum time before returning an error")
+	protocol := fs.String("protocol", "tcp", "tcp or udp")
+	data := fs.String("udp-data", "hostname", "the UDP payload")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("UNKNOWN: %w", err)
+	}
+	if fs.NArg() != 1 {
+		return errors.New("UNKNOWN: usage: agnhost connect [--timeout=D] [--protocol=tcp|udp] host:port")
+	}
+	dest := fs.Arg(0)
+	if _, _, err := net.SplitHostPort(dest); err != nil {
+		return fmt.Errorf("UNKNOWN: %w", err)
+	}
+	switch *protocol {
+	case "", "tcp":
+		if _, err := net.ResolveTCPAddr("tcp", dest); err != nil {
+			return fmt.Errorf("DNS: %w", err)
+		}
+		conn, err := net.DialTimeout("tcp", dest, *timeout)
+		if err != nil {
+			return connectError(err)
+		}
+		return conn.Close()
+	case "udp":
+		if _, err := net.ResolveUDPAddr("udp", dest); err != nil {
+			return fmt.Errorf("DNS: %w", err)
+		}
+		conn, err := net.Dial("udp", dest)
+		if err != nil {
+			return fmt.Errorf("OTHER: %w", err)
+		}
+		defer conn.Close()
+		if *timeout > 0 {
+			_ = conn.SetDeadline(time.Now().Add(*timeout))
+		}
+		if _, err := conn.Write([]byte(*data + "\n")); err != nil {
+			return connectError(err)
+		}
+		n, err := conn.Read(make([]byte, 1024))
+		if err != nil {
+			return connectError(err)
+		}
+		if n == 0 {
+			return errors.New("OTHER: No data received from the server. Cannot guarantee the server received the request.")
+		}
+		return nil
+	}
+	return fmt.Errorf("UNKNOWN: unsupported protocol %q", *protocol)
+}
+
+// connectError names a failed connection as agnhost connect does.
+func connectError(err error) error {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return errors.New("TIMEOUT")
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return errors.New("REFUSED")
+	}
+	return fmt.Errorf("OTHER: %w", err)
 }
 
 // netexec serves upstream's netexec endpoints over HTTP and its commands

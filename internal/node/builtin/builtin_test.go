@@ -162,3 +162,38 @@ func TestNetexecUnreadyWhileShuttingDown(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// agnhost connect answers with the prefix upstream's e2e tests check: a
+// listening port connects, a closed one is REFUSED (TCP, and UDP by the
+// ICMP answer), a bad address UNKNOWN.
+func TestAgnhostConnect(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := ln.Addr().String()
+	defer ln.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := closed.Addr().String()
+	closed.Close()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"connect", "--timeout=3s", open}, ""},
+		{[]string{"connect", "--timeout=3s", refused}, "REFUSED"},
+		{[]string{"connect", "--timeout=3s", "--protocol=udp", refused}, "REFUSED"},
+		{[]string{"connect", "no-port"}, "UNKNOWN: "},
+	} {
+		err := agnhost(context.Background(), c.args)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("agnhost %v: %v, want a connection", c.args, err)
+		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("agnhost %v: %v, want %s", c.args, err, c.want)
+		}
+	}
+}
