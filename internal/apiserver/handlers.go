@@ -44,6 +44,12 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, ri *reque
 		}
 		return
 	}
+	if ri.subresource == proxySubresource {
+		if err := s.serveProxy(w, r, ri); err != nil {
+			writeError(w, r, err)
+		}
+		return
+	}
 	if streamSubresources[ri.subresource] {
 		if err := s.servePodStream(w, r, ri); err != nil {
 			writeError(w, r, err)

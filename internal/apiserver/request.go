@@ -50,7 +50,8 @@ func (s *Server) resolve(r *http.Request) (*requestInfo, bool) {
 		if len(p) > 4 {
 			ri.subresource = p[4]
 		}
-		if len(p) > 5 {
+		// A proxy subresource's path goes on (serveProxy reads it).
+		if len(p) > 5 && ri.subresource != proxySubresource {
 			return nil, false
 		}
 	default:
@@ -61,7 +62,7 @@ func (s *Server) resolve(r *http.Request) (*requestInfo, bool) {
 		if len(p) > 2 {
 			ri.subresource = p[2]
 		}
-		if len(p) > 3 {
+		if len(p) > 3 && ri.subresource != proxySubresource {
 			return nil, false
 		}
 	}
@@ -107,6 +108,8 @@ func (s *Server) hasSubresource(res *registry.Resource, sub string) bool {
 		return res.Resource == "namespaces"
 	case "log", "binding", "exec", "attach", "portforward":
 		return res.Resource == "pods" && res.Kind.Group == ""
+	case proxySubresource:
+		return (res.Resource == "pods" || res.Resource == "services") && res.Kind.Group == ""
 	}
 	return false
 }

@@ -115,6 +115,7 @@ func (s *server) serve(ctx context.Context) error {
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	mux.Handle("GET /metrics/resource", s.agent.resourceMetrics())
 	mux.HandleFunc("GET /stats/summary", s.agent.summary)
+	mux.HandleFunc("/podProxy/{scheme}/{hostport}/{path...}", s.podProxy)
 	for _, m := range []string{"GET", "POST"} {
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", s.attach)

@@ -1,0 +1,165 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	"k8s.io/utils/ptr"
+)
+
+// proxySubresource is pods/proxy and services/proxy: kube-apiserver
+// passes the request on to the pod (or to one of the Service's ready
+// endpoints) at `[scheme:]name[:port]`, the rest of the path after
+// `/proxy` being the target's path. kube-apiserver dials the pod itself;
+// here the agent of the pod's node does, as it does for exec (the node's
+// network namespace is where pod IPs route), at its /podProxy endpoint.
+const proxySubresource = "proxy"
+
+// proxyPath is the target's path of a proxy request: what follows the
+// proxy subresource in the request's path, "/" when nothing does.
+func proxyPath(r *http.Request) string {
+	_, rest, ok := strings.Cut(r.URL.Path, "/"+proxySubresource)
+	for ok {
+		// The last "/proxy" segment that ends the subresource's name.
+		if rest == "" || strings.HasPrefix(rest, "/") {
+			break
+		}
+		_, rest, ok = strings.Cut(rest, "/"+proxySubresource)
+	}
+	if rest == "" {
+		return "/"
+	}
+	return rest
+}
+
+// serveProxy answers pods/proxy and services/proxy.
+func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
+	scheme, name, port, ok := utilnet.SplitSchemeNamePort(ri.name)
+	if !ok || name == "" {
+		return apierrors.NewBadRequest(fmt.Sprintf("invalid request %q", ri.name))
+	}
+	if scheme == "" {
+		scheme = "http"
+	}
+	var nodeName, ip string
+	var err error
+	switch ri.res.Resource {
+	case "pods":
+		nodeName, ip, port, err = s.podTarget(r.Context(), ri, name, port)
+	case "services":
+		nodeName, ip, port, err = s.serviceTarget(r.Context(), ri, name, port)
+	default:
+		return apierrors.NewNotFound(ri.res.GroupResource(), ri.name)
+	}
+	if err != nil {
+		return err
+	}
+	host, err := s.kubeletHost(r.Context(), nodeName)
+	if err != nil {
+		return err
+	}
+	hostPort := ip
+	if port != "" {
+		hostPort = net.JoinHostPort(ip, port)
+	}
+	target := &url.URL{Scheme: "https", Host: host, Path: "/podProxy/" + scheme + "/" + hostPort + proxyPath(r), RawQuery: r.URL.RawQuery}
+	h := proxy.NewUpgradeAwareHandler(target, s.kubelet.Transport, false, false, proxyResponder{})
+	h.ServeHTTP(w, r)
+	return nil
+}
+
+// podTarget is the node, IP and port of pods/proxy's pod: the port given,
+// else the first one its containers declare, as upstream's.
+func (s *Server) podTarget(ctx context.Context, ri *requestInfo, name, port string) (node, ip, p string, err error) {
+	obj, err := s.get(ctx, ri.res, ri.namespace, name)
+	if err != nil {
+		return "", "", "", err
+	}
+	pod := obj.(*corev1.Pod)
+	if port == "" {
+		for _, c := range pod.Spec.Containers {
+			if len(c.Ports) > 0 {
+				port = strconv.Itoa(int(c.Ports[0].ContainerPort))
+				break
+			}
+		}
+	}
+	if pod.Spec.NodeName == "" || pod.Status.PodIP == "" {
+		return "", "", "", apierrors.NewServiceUnavailable(fmt.Sprintf("pod %s has no IP yet", name))
+	}
+	// As upstream's IsProxyableIP: never the node's own loopback or
+	// link-local addresses (a hostNetwork pod's IP is the node's).
+	if ip := net.ParseIP(pod.Status.PodIP); ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() {
+		return "", "", "", apierrors.NewBadRequest("address not allowed")
+	}
+	return pod.Spec.NodeName, pod.Status.PodIP, port, nil
+}
+
+// serviceTarget is the node, IP and port of a ready endpoint of
+// services/proxy's Service, chosen at random, for the Service port named
+// or numbered (the only one when none is given), as upstream's.
+func (s *Server) serviceTarget(ctx context.Context, ri *requestInfo, name, port string) (node, ip, p string, err error) {
+	obj, err := s.get(ctx, ri.res, ri.namespace, name)
+	if err != nil {
+		return "", "", "", err
+	}
+	svc := obj.(*corev1.Service)
+	var sp *corev1.ServicePort
+	for i := range svc.Spec.Ports {
+		cand := &svc.Spec.Ports[i]
+		if (port == "" && len(svc.Spec.Ports) == 1) || cand.Name == port || strconv.Itoa(int(cand.Port)) == port {
+			sp = cand
+			break
+		}
+	}
+	if sp == nil {
+		return "", "", "", apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", ri.name))
+	}
+	esRes := s.resources.ByGVR(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"))
+	sel, err := newSelector(esRes, labels.Set{discoveryv1.LabelServiceName: name}.String(), "")
+	if err != nil {
+		return "", "", "", err
+	}
+	list, err := s.listObjects(ctx, esRes, ri.namespace, &metav1.ListOptions{}, sel)
+	if err != nil {
+		return "", "", "", err
+	}
+	type candidate struct{ node, ip, port string }
+	var ready []candidate
+	for _, obj := range list.Items {
+		es := obj.(*discoveryv1.EndpointSlice)
+		var epPort int32
+		for _, p := range es.Ports {
+			if ptr.Deref(p.Name, "") == sp.Name && p.Port != nil {
+				epPort = *p.Port
+			}
+		}
+		if epPort == 0 {
+			continue
+		}
+		for _, ep := range es.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready || ep.NodeName == nil || len(ep.Addresses) == 0 {
+				continue
+			}
+			ready = append(ready, candidate{*ep.NodeName, ep.Addresses[0], strconv.Itoa(int(epPort))})
+		}
+	}
+	if len(ready) == 0 {
+		return "", "", "", apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", ri.name))
+	}
+	c := ready[rand.IntN(len(ready))]
+	return c.node, c.ip, c.port, nil
+}
