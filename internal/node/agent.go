@@ -339,6 +339,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	})
 	wg.Go(func() { reg.heartbeat(ctx) })
 	wg.Go(func() { a.relist(ctx) })
+	wg.Go(func() { a.watchLocalStorage(ctx) })
 	wg.Go(func() { routes.run(ctx) })
 	wg.Go(func() { a.static.run(ctx) })
 	if a.imageGC != nil {

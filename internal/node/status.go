@@ -29,6 +29,10 @@ func (a *Agent) podStatus(pod *corev1.Pod, runs []*container, waiting map[string
 		HostIP:            a.nodeIP.String(),
 		HostIPs:           []corev1.HostIP{{IP: a.nodeIP.String()}},
 	}
+	if podTerminal(pod) {
+		// Why it ended (Evicted and the eviction's message) stays.
+		st.Reason, st.Message = old.Reason, old.Message
+	}
 	if st.StartTime == nil {
 		st.StartTime = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
 	}

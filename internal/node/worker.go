@@ -31,6 +31,11 @@ type podWorker struct {
 	// sync, which the relist loop watches for exits.
 	running []string
 	timer   *time.Timer
+	// evict is the message of an eviction the pod is due for (local
+	// storage over its limits), evicted set once it is done: the pod is
+	// then finished, whatever its phase in a stale copy says.
+	evict   string
+	evicted bool
 }
 
 // poke asks for a sync soon.
@@ -190,8 +195,24 @@ func (a *Agent) syncPod(ctx context.Context, w *podWorker) (done bool, retry tim
 	if pod.DeletionTimestamp != nil {
 		return false, 0, a.terminatePod(ctx, w, pod)
 	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	w.mu.Lock()
+	evict, evicted := w.evict, w.evicted
+	w.mu.Unlock()
+	if podTerminal(pod) {
 		return false, 0, a.finishPod(ctx, pod)
+	}
+	if evicted {
+		// Its status is written; this copy predates it.
+		return false, 0, nil
+	}
+	if evict != "" {
+		err := a.evictPod(ctx, pod, evict)
+		if err == nil {
+			w.mu.Lock()
+			w.evicted = true
+			w.mu.Unlock()
+		}
+		return false, 0, err
 	}
 	return false, 0, a.runPod(ctx, w, pod)
 }
