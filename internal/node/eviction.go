@@ -46,13 +46,7 @@ func (a *Agent) watchLocalStorage(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		a.mu.Lock()
-		ws := make([]*podWorker, 0, len(a.workers))
-		for _, w := range a.workers {
-			ws = append(ws, w)
-		}
-		a.mu.Unlock()
-		for _, w := range ws {
+		for _, w := range a.podWorkers() {
 			pod, gone := w.snapshot()
 			if gone || pod == nil || pod.DeletionTimestamp != nil || podTerminal(pod) {
 				continue

@@ -138,6 +138,17 @@ func (a *Agent) runWorker(ctx context.Context, w *podWorker) {
 	}
 }
 
+// podWorkers are the current pod workers.
+func (a *Agent) podWorkers() []*podWorker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ws := make([]*podWorker, 0, len(a.workers))
+	for _, w := range a.workers {
+		ws = append(ws, w)
+	}
+	return ws
+}
+
 // relist finds containers that exited since the last sync of their pod,
 // as the kubelet's PLEG relists every second.
 func (a *Agent) relist(ctx context.Context) {
@@ -149,13 +160,7 @@ func (a *Agent) relist(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		a.mu.Lock()
-		ws := make([]*podWorker, 0, len(a.workers))
-		for _, w := range a.workers {
-			ws = append(ws, w)
-		}
-		a.mu.Unlock()
-		for _, w := range ws {
+		for _, w := range a.podWorkers() {
 			w.mu.Lock()
 			dirs := w.running
 			w.mu.Unlock()
