@@ -71,6 +71,9 @@ func subresourcesOf(r *registry.Resource) []subresource {
 			subresource{name: "exec", kind: schema.GroupVersionKind{Kind: "PodExecOptions"}, verbs: []string{"create", "get"}},
 			subresource{name: "portforward", kind: schema.GroupVersionKind{Kind: "PodPortForwardOptions"}, verbs: []string{"create", "get"}})
 	}
+	if proxyKind, ok := map[string]string{"pods": "PodProxyOptions", "services": "ServiceProxyOptions", "nodes": "NodeProxyOptions"}[r.Resource]; ok && r.Kind.Group == "" {
+		out = append(out, subresource{name: proxySubresource, kind: schema.GroupVersionKind{Kind: proxyKind}, verbs: []string{"create", "delete", "get", "patch", "update"}})
+	}
 	if r.Resource == "namespaces" {
 		out = append(out, subresource{name: "finalize", kind: schema.GroupVersionKind{Kind: r.Kind.Kind}, verbs: []string{"update"}})
 	}

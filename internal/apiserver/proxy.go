@@ -18,14 +18,17 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/utils/ptr"
+
+	nodereg "github.com/svcnet/svcnet/internal/registry/node"
 )
 
-// proxySubresource is pods/proxy and services/proxy: kube-apiserver
-// passes the request on to the pod (or to one of the Service's ready
-// endpoints) at `[scheme:]name[:port]`, the rest of the path after
-// `/proxy` being the target's path. kube-apiserver dials the pod itself;
-// here the agent of the pod's node does, as it does for exec (the node's
-// network namespace is where pod IPs route), at its /podProxy endpoint.
+// proxySubresource is pods/proxy, services/proxy and nodes/proxy:
+// kube-apiserver passes the request on to the pod (or to one of the
+// Service's ready endpoints, or to the node's kubelet) at
+// `[scheme:]name[:port]`, the rest of the path after `/proxy` being the
+// target's path. kube-apiserver dials the pod itself; here the agent of
+// the pod's node does, as it does for exec (the node's network namespace
+// is where pod IPs route), at its /podProxy endpoint.
 const proxySubresource = "proxy"
 
 // proxyPath is the target's path of a proxy request: what follows the
@@ -45,11 +48,21 @@ func proxyPath(r *http.Request) string {
 	return rest
 }
 
-// serveProxy answers pods/proxy and services/proxy.
+// serveProxy answers pods/proxy, services/proxy and nodes/proxy.
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
 	scheme, name, port, ok := utilnet.SplitSchemeNamePort(ri.name)
 	if !ok || name == "" {
 		return apierrors.NewBadRequest(fmt.Sprintf("invalid request %q", ri.name))
+	}
+	if ri.res.Resource == "nodes" {
+		target, err := s.nodeTarget(r.Context(), ri, scheme, name, port)
+		if err != nil {
+			return err
+		}
+		target.Path += proxyPath(r)
+		target.RawQuery = r.URL.RawQuery
+		proxy.NewUpgradeAwareHandler(target, s.kubelet.Transport, false, false, proxyResponder{}).ServeHTTP(w, r)
+		return nil
 	}
 	if scheme == "" {
 		scheme = "http"
@@ -67,18 +80,57 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ri *requestI
 	if err != nil {
 		return err
 	}
-	host, err := s.kubeletHost(r.Context(), nodeName)
+	target, err := s.viaAgent(r.Context(), nodeName, scheme, ip, port)
 	if err != nil {
 		return err
+	}
+	target.Path += proxyPath(r)
+	target.RawQuery = r.URL.RawQuery
+	h := proxy.NewUpgradeAwareHandler(target, s.kubelet.Transport, false, false, proxyResponder{})
+	h.ServeHTTP(w, r)
+	return nil
+}
+
+// viaAgent is the URL of the /podProxy endpoint at which the agent of
+// node nodeName reaches ip:port with scheme, without the target's path.
+func (s *Server) viaAgent(ctx context.Context, nodeName, scheme, ip, port string) (*url.URL, error) {
+	host, err := s.kubeletHost(ctx, nodeName)
+	if err != nil {
+		return nil, err
 	}
 	hostPort := ip
 	if port != "" {
 		hostPort = net.JoinHostPort(ip, port)
 	}
-	target := &url.URL{Scheme: "https", Host: host, Path: "/podProxy/" + scheme + "/" + hostPort + proxyPath(r), RawQuery: r.URL.RawQuery}
-	h := proxy.NewUpgradeAwareHandler(target, s.kubelet.Transport, false, false, proxyResponder{})
-	h.ServeHTTP(w, r)
-	return nil
+	return &url.URL{Scheme: "https", Host: host, Path: "/podProxy/" + scheme + "/" + hostPort}, nil
+}
+
+// nodeTarget is where nodes/proxy goes, as upstream's node
+// ResourceLocation: the node's kubelet when no port is given or the
+// kubelet's port is (whatever the scheme asked), else the port given on
+// the node's address with the scheme asked (http by default), which the
+// node's agent dials from the node's network namespace.
+func (s *Server) nodeTarget(ctx context.Context, ri *requestInfo, scheme, name, port string) (*url.URL, error) {
+	obj, err := s.get(ctx, ri.res, "", name)
+	if err != nil {
+		return nil, err
+	}
+	n := obj.(*corev1.Node)
+	if port == "" || port == strconv.Itoa(int(n.Status.DaemonEndpoints.KubeletEndpoint.Port)) {
+		host, err := nodereg.KubeletEndpoint(n)
+		if err != nil {
+			return nil, apierrors.NewServiceUnavailable(err.Error())
+		}
+		return &url.URL{Scheme: "https", Host: host}, nil
+	}
+	ip := nodereg.PreferredAddress(n)
+	if ip == "" {
+		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("node %q reports no address", name))
+	}
+	if scheme == "" {
+		scheme = "http"
+	}
+	return s.viaAgent(ctx, name, scheme, ip, port)
 }
 
 // podTarget is the node, IP and port of pods/proxy's pod: the port given,

@@ -109,7 +109,7 @@ func (s *Server) hasSubresource(res *registry.Resource, sub string) bool {
 	case "log", "binding", "exec", "attach", "portforward":
 		return res.Resource == "pods" && res.Kind.Group == ""
 	case proxySubresource:
-		return (res.Resource == "pods" || res.Resource == "services") && res.Kind.Group == ""
+		return (res.Resource == "pods" || res.Resource == "services" || res.Resource == "nodes") && res.Kind.Group == ""
 	}
 	return false
 }

@@ -15,8 +15,7 @@ import (
 // services/proxy on to one of this node's pods (GET|POST|...
 // /podProxy/{scheme}/{ip:port}/{path}): the pod's IP routes from the
 // node's network namespace, which the API server's may not share.
-// Only this node's pods (and its hostNetwork pods, at the node's IP)
-// are reached; https is not verified, as kube-apiserver's proxy does not.
+// Only this node's pods and the node's own address are reached; https is not verified, as kube-apiserver's proxy does not.
 func (s *server) podProxy(w http.ResponseWriter, r *http.Request) {
 	scheme, hostPort := r.PathValue("scheme"), r.PathValue("hostport")
 	if scheme != "http" && scheme != "https" {
@@ -52,8 +51,12 @@ func (s *server) podProxy(w http.ResponseWriter, r *http.Request) {
 	rp.ServeHTTP(w, r)
 }
 
-// servesPodIP reports whether ip is the IP of a pod on this node.
+// servesPodIP reports whether ip is the IP of a pod on this node, or
+// the node's own (nodes/proxy to a port other than the kubelet's).
 func (a *Agent) servesPodIP(ip string) bool {
+	if a.nodeIP != nil && a.nodeIP.String() == ip {
+		return true
+	}
 	for _, p := range listPods(a.podLister) {
 		for _, pip := range p.Status.PodIPs {
 			if pip.IP == ip {

@@ -28,8 +28,9 @@ import (
 
 // server is the node's HTTPS endpoint for the API server, as the kubelet's
 // port 10250: /containerLogs, /exec and /attach/{namespace}/{pod}/{container},
-// /portForward/{namespace}/{pod} and /metrics/resource. Clients must
-// present a certificate of the cluster's CA.
+// /portForward/{namespace}/{pod}, /metrics/resource, /stats/summary,
+// /pods, /logs/ and /healthz. Clients must present a certificate of the
+// cluster's CA.
 type server struct {
 	agent *Agent
 	ln    net.Listener
@@ -116,6 +117,9 @@ func (s *server) serve(ctx context.Context) error {
 	mux.Handle("GET /metrics/resource", s.agent.resourceMetrics())
 	mux.HandleFunc("GET /stats/summary", s.agent.summary)
 	mux.HandleFunc("/podProxy/{scheme}/{hostport}/{path...}", s.podProxy)
+	mux.HandleFunc("GET /pods", s.pods)
+	// As the kubelet's /logs/: the node's log directory, listed and read.
+	mux.Handle("GET /logs/", http.StripPrefix("/logs/", http.FileServer(http.Dir(nodeLogDir))))
 	for _, m := range []string{"GET", "POST"} {
 		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", s.attach)
@@ -125,6 +129,22 @@ func (s *server) serve(ctx context.Context) error {
 		return fmt.Errorf("serve kubelet API: %w", err)
 	}
 	return nil
+}
+
+// nodeLogDir is the directory the kubelet serves at /logs/.
+const nodeLogDir = "/var/log"
+
+// pods serves the pods bound to this node as a v1 PodList, as the
+// kubelet's /pods.
+func (s *server) pods(w http.ResponseWriter, _ *http.Request) {
+	list := &corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}
+	for _, p := range listPods(s.agent.podLister) {
+		list.Items = append(list.Items, *p)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(list); err != nil {
+		slog.Debug("write /pods", "err", err)
+	}
 }
 
 // containerLogs serves one container's log with pods/log's options.

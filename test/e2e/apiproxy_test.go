@@ -34,6 +34,18 @@ spec:
   ports: [{name: web, port: 80, targetPort: 8080}]
 ---
 apiVersion: v1
+kind: Pod
+metadata: {name: host-echo}
+spec:
+  nodeName: `+nodeName+`
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: web
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [netexec, --http-port=18080]
+---
+apiVersion: v1
 kind: Service
 metadata: {name: empty}
 spec:
@@ -41,11 +53,21 @@ spec:
   ports: [{port: 80}]
 `, "apply", "-f", "-")
 	c.waitReady("echo", "True", 60*time.Second)
+	c.waitReady("host-echo", "True", 60*time.Second)
+	kubeletPort, err := c.kubectl("", "get", "node", nodeName, "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}")
+	if err != nil || kubeletPort == "" {
+		t.Fatalf("kubelet port: %v %q", err, kubeletPort)
+	}
 	for path, want := range map[string]string{
 		"/api/v1/namespaces/default/pods/echo/proxy/hostname":             "echo",
 		"/api/v1/namespaces/default/pods/http:echo:8080/proxy/echo?msg=a": "a",
 		"/api/v1/namespaces/default/services/echo/proxy/echo?msg=b":       "b",
 		"/api/v1/namespaces/default/services/echo:web/proxy/hostname":     "echo",
+		// nodes/proxy: the kubelet, by default or at its own port, and
+		// another port on the node's address.
+		"/api/v1/nodes/" + nodeName + "/proxy/healthz":                     "ok",
+		"/api/v1/nodes/" + nodeName + ":" + kubeletPort + "/proxy/healthz": "ok",
+		"/api/v1/nodes/" + nodeName + ":18080/proxy/echo?msg=c":            "c",
 	} {
 		eventually(t, 30*time.Second, func() string {
 			if out, err := c.kubectl("", "get", "--raw", path); err != nil || out != want {
@@ -53,6 +75,14 @@ spec:
 			}
 			return ""
 		})
+	}
+	// The kubelet's /pods lists the node's pods; /logs/ lists its log
+	// directory (the conformance tests' "proxy logs on node").
+	if out, err := c.kubectl("", "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/pods"); err != nil || !strings.Contains(out, `"kind":"PodList"`) || !strings.Contains(out, `"name":"host-echo"`) {
+		t.Errorf("nodes/proxy/pods: %v %.300q", err, out)
+	}
+	if out, err := c.kubectl("", "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/logs/"); err != nil || !strings.Contains(out, "<pre>") {
+		t.Errorf("nodes/proxy/logs/: %v %.300q", err, out)
 	}
 	if out, err := c.kubectl("", "get", "--raw", "/api/v1/namespaces/default/pods/missing/proxy/"); err == nil || !strings.Contains(out, `pods "missing" not found`) {
 		t.Errorf("proxy to a missing pod: %v %q", err, out)

@@ -24,12 +24,24 @@ func KubeletEndpoint(n *corev1.Node) (string, error) {
 	if port == 0 {
 		return "", fmt.Errorf("node %q reports no kubelet port", n.Name)
 	}
+	addr := PreferredAddress(n)
+	if addr == "" {
+		return "", fmt.Errorf("node %q reports no address", n.Name)
+	}
+	return net.JoinHostPort(addr, strconv.Itoa(int(port))), nil
+}
+
+// PreferredAddress is the address at which the API server reaches a node,
+// the first of its InternalIP, ExternalIP and Hostname addresses (the
+// order of kube-apiserver's --kubelet-preferred-address-types); "" when
+// it reports none.
+func PreferredAddress(n *corev1.Node) string {
 	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP, corev1.NodeHostName} {
 		for _, a := range n.Status.Addresses {
 			if a.Type == t && a.Address != "" {
-				return net.JoinHostPort(a.Address, strconv.Itoa(int(port))), nil
+				return a.Address
 			}
 		}
 	}
-	return "", fmt.Errorf("node %q reports no address", n.Name)
+	return ""
 }
