@@ -363,6 +363,11 @@ func TestServiceErrors(t *testing.T) {
 		{[]string{"patch", "svc", "web", "-p", `{"spec":{"type":"ClusterIP","ports":[{"port":80,"nodePort":30081}]}}`},
 			"The Service \"web\" is invalid: spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'"},
 		{[]string{"create", "service", "clusterip", "dual", "--tcp=80", "--dry-run=server", "-o", "yaml"}, ""},
+		// RelaxedServiceNameValidation (GA in 1.37): a Service name is an
+		// RFC 1123 label, which may start with a digit.
+		{[]string{"create", "service", "clusterip", "1-digit", "--tcp=80", "--dry-run=server", "-o", "yaml"}, ""},
+		{[]string{"create", "service", "clusterip", "web.x", "--tcp=80"},
+			`Service "web.x" is invalid: metadata.name: Invalid value: "web.x": must not contain dots`},
 	} {
 		before := snapshot(t, cli, web, fixed, "/registry/services/default/"+tt.args[3])
 		out, err := c.kubectl("", tt.args...)

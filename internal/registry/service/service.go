@@ -32,7 +32,7 @@ func Resource(alloc allocator.Services) *registry.Resource {
 		ShortNames:          []string{"svc"},
 		Categories:          []string{"all"},
 		Namespaced:          true,
-		NameValidation:      apivalidation.NameIsDNS1035Label,
+		NameValidation:      apivalidation.NameIsDNSLabel, // RelaxedServiceNameValidation, GA in 1.37
 		Status:              true,
 		ReturnDeletedObject: true,
 		Strategy:            strategy{cfg: alloc.Config(), alloc: alloc},
