@@ -31,6 +31,9 @@ type Image struct {
 	// Binaries are paths inside the image that mean the built-in program
 	// when a container's command names them (agnhost's /agnhost).
 	Binaries []string `json:"binaries,omitempty"`
+	// Programs are other built-in programs the image holds, by their
+	// absolute path in it (agnhost's /coredns).
+	Programs map[string]string `json:"programs,omitempty"`
 	// Applets is a multi-call host binary (busybox) whose applets fill in
 	// the image's tools after the PATH's own, as an Alpine base image's
 	// busybox does under the packages installed over it.
@@ -51,8 +54,10 @@ func DefaultImages() ImageTable {
 	// iproute2 over busybox: the host's tools first, busybox for the rest.
 	// Without arguments it pauses (its CMD), as upstream's DaemonSet
 	// conformance pods expect.
+	// Its image holds coredns too, which upstream's DNS tests run.
 	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}, Cmd: []string{"pause"}, Applets: "busybox",
-		Executables: []string{"curl", "wget", "nc", "dig", "nslookup", "host", "ip"}}
+		Programs:    map[string]string{"/coredns": builtin.CoreDNS},
+		Executables: []string{"curl", "wget", "nc", "dig", "nslookup", "host", "ip", "getent"}}
 	pause := Image{Builtin: builtin.Pause, Binaries: []string{"/pause", "pause"}}
 	busybox := Image{Host: "busybox", Cmd: []string{"sh"}}
 	coredns := Image{Builtin: builtin.CoreDNS, Binaries: []string{"/coredns", "coredns"}}
@@ -78,8 +83,13 @@ func DefaultImages() ImageTable {
 		"registry.k8s.io/e2e-test-images/httpd":   {Builtin: builtin.Httpd, Binaries: []string{"httpd-foreground", "httpd"}},
 		"registry.k8s.io/serve_hostname":          {Builtin: builtin.Agnhost, Cmd: []string{"serve-hostname"}},
 		"registry.k8s.io/coredns/coredns":         coredns,
-		"coredns/coredns":                         coredns,
-		"svcnet.io/ingress-controller":            ingress,
+		// Debian with dnsutils and coredns at /coredns: glibc's resolver
+		// for upstream's DNS tests.
+		"registry.k8s.io/e2e-test-images/glibc-dns-testing": {Applets: "busybox", Cmd: []string{"sh"},
+			Programs:    map[string]string{"/coredns": builtin.CoreDNS},
+			Executables: []string{"dig", "nslookup", "host", "getent"}},
+		"coredns/coredns":              coredns,
+		"svcnet.io/ingress-controller": ingress,
 	}
 }
 
@@ -163,9 +173,9 @@ type command struct {
 // tableRun is what a container of an image in the table runs.
 type tableRun struct {
 	img Image
-	// builtin says argv are the arguments of the image's built-in
-	// program; otherwise argv is a command of the image's own.
-	builtin bool
+	// program is the built-in program argv are the arguments of; ""
+	// when argv is a command of the image's own.
+	program string
 	argv    []string
 }
 
@@ -187,21 +197,24 @@ func (t ImageTable) plan(c *corev1.Container) (run tableRun, known bool) {
 	default:
 		argv = append(append([]string{}, argv...), img.Cmd...)
 	}
+	if len(argv) > 0 && img.Programs[argv[0]] != "" {
+		return tableRun{img: img, program: img.Programs[argv[0]], argv: argv[1:]}, true
+	}
 	if img.Builtin != "" {
 		if len(argv) > 0 && slices.Contains(img.Binaries, argv[0]) {
-			return tableRun{img: img, builtin: true, argv: argv[1:]}, true
+			return tableRun{img: img, program: img.Builtin, argv: argv[1:]}, true
 		}
 		if len(c.Command) == 0 {
-			return tableRun{img: img, builtin: true, argv: argv}, true
+			return tableRun{img: img, program: img.Builtin, argv: argv}, true
 		}
 	}
 	return tableRun{img: img, argv: argv}, true
 }
 
-// builtinArgv is the command line that runs the built-in program of
-// run's image from the svcnet executable self.
+// builtinArgv is the command line that runs run's built-in program from
+// the svcnet executable self.
 func builtinArgv(self string, run tableRun, c *corev1.Container) []string {
-	return append([]string{self, "node", "image", run.img.Builtin, "--ports=" + tcpPorts(c), "--"}, run.argv...)
+	return append([]string{self, "node", "image", run.program, "--ports=" + tcpPorts(c), "--"}, run.argv...)
 }
 
 // resolve maps the container's command to a host process: the built-in
@@ -214,8 +227,8 @@ func (t ImageTable) resolve(self string, c *corev1.Container) (command, error) {
 		return command{}, errImageUnknown{image: c.Image}
 	case !known:
 		return hostCommand(append(append([]string{}, c.Command...), c.Args...), "host://"+c.Image)
-	case run.builtin:
-		return command{path: self, argv: builtinArgv(self, run, c), imageID: "svcnet://builtin/" + run.img.Builtin, builtin: true}, nil
+	case run.program != "":
+		return command{path: self, argv: builtinArgv(self, run, c), imageID: "svcnet://builtin/" + run.program, builtin: true}, nil
 	case len(run.argv) == 0:
 		return command{}, fmt.Errorf("image %q has no command to run", c.Image)
 	case run.img.Host != "":

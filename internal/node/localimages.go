@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -97,27 +99,33 @@ func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images
 		base = append(base, files...)
 	}
 	var program []images.File
-	switch {
-	case entry.Builtin != "":
+	// The image's own paths of built-in programs (agnhost's /agnhost and
+	// /coredns) run them as well.
+	programs := map[string]string{}
+	maps.Copy(programs, entry.Programs)
+	for _, b := range entry.Binaries {
+		if entry.Builtin != "" && strings.HasPrefix(b, "/") {
+			programs[b] = entry.Builtin
+		}
+	}
+	if entry.Builtin != "" || len(programs) > 0 {
 		if program, err = images.ExecutableFiles(a.cfg.Self); err != nil {
 			return nil, err
 		}
-		// The mount point of the executable, and the image's own paths of
-		// the program (agnhost's /agnhost), which run it as well.
+		// The mount point of the executable.
 		program = append(program, images.File{Path: selfPath, Mode: 0o755})
-		for _, b := range entry.Binaries {
-			if strings.HasPrefix(b, "/") {
-				script := fmt.Sprintf("#!/bin/sh\nexec %s node image %s --ports= -- \"$@\"\n", selfPath, entry.Builtin)
-				program = append(program, images.File{Path: b, Data: []byte(script), Mode: 0o755})
-			}
+		for _, p := range slices.Sorted(maps.Keys(programs)) {
+			script := fmt.Sprintf("#!/bin/sh\nexec %s node image %s --ports= -- \"$@\"\n", selfPath, programs[p])
+			program = append(program, images.File{Path: p, Data: []byte(script), Mode: 0o755})
 		}
-	case entry.Host != "":
+	}
+	if entry.Builtin == "" && entry.Host != "" {
 		exe, files, err := hostExecutable(entry.Host)
 		if err != nil {
 			return nil, fmt.Errorf("the host's %s: %w", entry.Host, err)
 		}
 		if exe != bb {
-			program = files
+			program = append(program, files...)
 		}
 	}
 	if len(entry.Executables) > 0 && bb != "" {

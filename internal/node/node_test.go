@@ -114,6 +114,9 @@ func TestResolveImages(t *testing.T) {
 		{corev1.Container{Image: "docker.io/library/busybox:1.36", Command: []string{"/bin/sh", "-c", "true"}},
 			[]string{"sh", "-c", "true"}},
 		{corev1.Container{Image: "busybox"}, []string{"sh"}},
+		// agnhost's image holds coredns, which upstream's DNS tests run.
+		{corev1.Container{Image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1", Command: []string{"/coredns"}, Args: []string{"-conf", "/etc/coredns/Corefile"}},
+			[]string{"/svcnet", "node", "image", "coredns", "--ports=", "--", "-conf", "/etc/coredns/Corefile"}},
 	} {
 		cmd, err := table.resolve("/svcnet", &tc.c)
 		if err != nil {

@@ -504,12 +504,12 @@ func (a *Agent) tableImage(ctx context.Context, spec *corev1.Container) (*images
 	if err != nil {
 		return nil, spec, false, err
 	}
-	if run.builtin {
+	if run.program != "" {
 		argv := builtinArgv(selfPath, run, spec)
 		spec = spec.DeepCopy()
 		spec.Command, spec.Args = argv, nil
 	}
-	return img, spec, run.builtin, nil
+	return img, spec, run.program != "", nil
 }
 
 // runcContainer is a run of img with runc; builtin says the container's

@@ -28,7 +28,7 @@ import (
 
 // server is the node's HTTPS endpoint for the API server, as the kubelet's
 // port 10250: /containerLogs, /exec and /attach/{namespace}/{pod}/{container},
-// /portForward/{namespace}/{pod}, /metrics/resource, /stats/summary,
+// /portForward/{namespace}/{pod}, /metrics, /metrics/resource, /stats/summary,
 // /pods, /logs/ and /healthz. Clients must present a certificate of the
 // cluster's CA.
 type server struct {
@@ -114,6 +114,7 @@ func (s *server) serve(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	mux.Handle("GET /metrics", s.agent.kubeletMetrics())
 	mux.Handle("GET /metrics/resource", s.agent.resourceMetrics())
 	mux.HandleFunc("GET /stats/summary", s.agent.summary)
 	mux.HandleFunc("/podProxy/{scheme}/{hostport}/{path...}", s.podProxy)

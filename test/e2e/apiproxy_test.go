@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +85,19 @@ spec:
 	}
 	if out, err := c.kubectl("", "get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/logs/"); err != nil || !strings.Contains(out, "<pre>") {
 		t.Errorf("nodes/proxy/logs/: %v %.300q", err, out)
+	}
+	// The kubelet's /metrics, which the e2e framework's debug dump reads
+	// at the kubelet's port after every failed test.
+	out, err := c.kubectl("", "get", "--raw", "/api/v1/nodes/"+nodeName+":"+kubeletPort+"/proxy/metrics")
+	if err != nil || !strings.Contains(out, `kubelet_node_name{node="`+nodeName+`"} 1`) {
+		t.Errorf("nodes/proxy/metrics: %v %.300q", err, out)
+	}
+	// The two pods of the test are among the node's running ones.
+	m := regexp.MustCompile(`(?m)^kubelet_running_pods (\d+)$`).FindStringSubmatch(out)
+	if len(m) < 2 {
+		t.Errorf("no kubelet_running_pods in %.300q", out)
+	} else if n, _ := strconv.Atoi(m[1]); n < 2 {
+		t.Errorf("kubelet_running_pods %d, want at least the test's 2", n)
 	}
 	if out, err := c.kubectl("", "get", "--raw", "/api/v1/namespaces/default/pods/missing/proxy/"); err == nil || !strings.Contains(out, `pods "missing" not found`) {
 		t.Errorf("proxy to a missing pod: %v %q", err, out)

@@ -155,6 +155,25 @@ spec:
 	if out, err := c.kubectl("", "exec", "execpod", "--", "/bin/sh", "-x", "-c", "/agnhost connect --timeout=3s web:80 && /agnhost connect --timeout=3s 127.0.0.1:1"); err == nil || !strings.Contains(out, "REFUSED") {
 		t.Errorf("/agnhost connect from agnhost's shell: %v %q, want web:80 connected and 127.0.0.1:1 REFUSED", err, out)
 	}
+	// Upstream's DNS tests: agnhost dns-suffix prints the pod's search
+	// list; glibc's getent (agnhost's image) and dig (glibc-dns-testing's,
+	// Debian's dnsutils) resolve a Service by its short name.
+	if out, err := c.kubectl("", "exec", "execpod", "--", "/agnhost", "dns-suffix"); err != nil || !strings.HasPrefix(out, "default.svc.cluster.local,svc.cluster.local,cluster.local") {
+		t.Errorf("/agnhost dns-suffix: %v %q", err, out)
+	}
+	c.pod("glibc", "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1", "    command: [sleep, '3600']\n")
+	webIP := c.jsonpath("service", "web", "{.spec.clusterIP}")
+	for pod, cmd := range map[string]string{
+		"execpod": "getent hosts web",
+		"glibc":   "dig +notcp +noall +answer +search web A && getent hosts web",
+	} {
+		eventually(t, 60*time.Second, func() string {
+			if out, err := c.kubectl("", "exec", pod, "--", "/bin/sh", "-c", cmd); err != nil || !strings.Contains(out, webIP) {
+				return fmt.Sprintf("%s in %s: %v %q, want %s", cmd, pod, err, out, webIP)
+			}
+			return ""
+		})
+	}
 	// One shim host, not a shim per container, is the parent of all of
 	// them: the node's own processes add its ~9 MB once.
 	if hosts := shimHosts(t, c.dataDir); len(hosts) != 1 || !strings.HasPrefix(slices.Collect(maps.Values(hosts))[0], "node shims ") {

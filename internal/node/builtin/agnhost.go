@@ -20,7 +20,7 @@ import (
 // agnhost runs one of agnhost's subcommands.
 func agnhost(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause] [flags]")
+		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|connect|porter|dns-suffix|dns-server-list|etc-hosts] [flags]")
 	}
 	switch args[0] {
 	case "netexec":
@@ -35,8 +35,16 @@ func agnhost(ctx context.Context, args []string) error {
 		return nil
 	case "connect":
 		return connect(args[1:])
+	case "porter":
+		return porter(ctx, args[1:])
+	case "dns-suffix":
+		return printResolvConf("search")
+	case "dns-server-list":
+		return printResolvConf("nameserver")
+	case "etc-hosts":
+		return printEtcHosts()
 	}
-	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect)", args[0])
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect, porter, dns-suffix, dns-server-list, etc-hosts)", args[0])
 }
 
 // connect tries a TCP connection (or a UDP exchange) to host:port and

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -195,5 +196,92 @@ func TestAgnhostConnect(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
 			t.Errorf("agnhost %v: %v, want %s", c.args, err, c.want)
 		}
+	}
+}
+
+// agnhost porter answers each SERVE_*_PORT_N variable's value on port N:
+// HTTP, HTTPS (a localhost certificate where the image's files are
+// missing), UDP, and --json-response's object of method and value.
+func TestAgnhostPorter(t *testing.T) {
+	free := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	httpPort, tlsPort, udpPort := free(), free(), free()
+	t.Setenv(fmt.Sprintf("SERVE_PORT_%d", httpPort), "foo")
+	t.Setenv(fmt.Sprintf("SERVE_TLS_PORT_%d", tlsPort), "tls baz")
+	t.Setenv(fmt.Sprintf("SERVE_UDP_PORT_%d", udpPort), "udp qux")
+	t.Chdir(t.TempDir()) // no localhost.crt here
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	readyFile = w
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agnhost(ctx, []string{"porter", "--json-response"}) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if said, err := io.ReadAll(r); err != nil || string(said) != "ok" {
+		t.Fatalf("porter said %q (%v), want ok", said, err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a self-signed test certificate
+	for url, want := range map[string]string{
+		fmt.Sprintf("http://127.0.0.1:%d/", httpPort):  `{"Method":"GET","Body":"foo"}`,
+		fmt.Sprintf("https://127.0.0.1:%d/x", tlsPort): `{"Method":"GET","Body":"tls baz"}`,
+	} {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != want {
+			t.Errorf("GET %s: %q, want %q", url, body, want)
+		}
+	}
+	conn, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", udpPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := conn.Read(buf)
+	if err != nil || string(buf[:n]) != "udp qux" {
+		t.Errorf("UDP answer %q (%v), want %q", buf[:n], err, "udp qux")
+	}
+}
+
+// agnhost dns-suffix and dns-server-list read the first search and
+// nameserver lines of resolv.conf, which upstream's pod dnsConfig test
+// compares with the pod's spec.
+func TestResolvConfFirst(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "resolv.conf")
+	conf := "nameserver 1.1.1.1\nnameserver 10.96.0.10\nsearch resolv.conf.local ns.svc.cluster.local\noptions ndots:2\n"
+	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"search": "resolv.conf.local,ns.svc.cluster.local", "nameserver": "1.1.1.1"} {
+		got, err := resolvConfFirst(file, key)
+		if err != nil || strings.Join(got, ",") != want {
+			t.Errorf("%s: %q %v, want %q", key, got, err, want)
+		}
+	}
+	if _, err := resolvConfFirst(file, "domain"); err == nil {
+		t.Error("no domain line: no error")
 	}
 }

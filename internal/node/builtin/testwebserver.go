@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -12,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -29,10 +31,11 @@ func testWebserver(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cert, err := localhostCertificate()
+	pair, err := localhostKeyPair()
 	if err != nil {
 		return err
 	}
+	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pair.Certificate[0]})
 	files := http.FileServer(http.Dir("/"))
 	return serve(ctx, []int{*port}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -52,17 +55,18 @@ func testWebserver(ctx context.Context, args []string) error {
 	}))
 }
 
-// localhostCertificate is a PEM certificate for localhost that signs
-// itself.
-func localhostCertificate() ([]byte, error) {
+// localhostKeyPair is a key and a certificate for localhost (and
+// 127.0.0.1, ::1) that signs itself, as the agnhost image's localhost.crt.
+func localhostKeyPair() (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("localhost certificate key: %w", err)
+		return tls.Certificate{}, fmt.Errorf("localhost certificate key: %w", err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1),
 		Subject:      pkix.Name{CommonName: "localhost"},
 		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -70,7 +74,7 @@ func localhostCertificate() ([]byte, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, fmt.Errorf("sign localhost certificate: %w", err)
+		return tls.Certificate{}, fmt.Errorf("sign localhost certificate: %w", err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
