@@ -57,6 +57,11 @@ type Network struct {
 	// describes what the last successful one wrote ("" when unknown).
 	masqMu      sync.Mutex
 	masqApplied string
+	// hostPortMu serializes the writes of the hostPort table;
+	// hostPortApplied is what the last successful one wrote (nil when
+	// unknown).
+	hostPortMu      sync.Mutex
+	hostPortApplied *string
 }
 
 // Sandbox is a pod's network: its namespace and address.
@@ -263,10 +268,10 @@ func (n *Network) SyncRoutes(routes map[string]net.IP) error {
 }
 
 // Remove takes the node's side of the pod network away once its pods'
-// networks are torn down: the masquerade tables, the routes to other
+// networks are torn down: the masquerade and hostPort tables, the routes to other
 // nodes' pods, and the bridge with its address and the routes through it.
 func (n *Network) Remove() error {
-	errs := []error{n.removeMasquerade(), n.SyncRoutes(nil)}
+	errs := []error{n.removeMasquerade(), n.SyncHostPorts(nil), n.SyncRoutes(nil)}
 	br, err := n.nl.LinkByName(BridgeName)
 	switch {
 	case errors.As(err, new(netlink.LinkNotFoundError)):

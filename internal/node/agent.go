@@ -141,8 +141,10 @@ type Agent struct {
 
 	podLister  corelisters.PodLister
 	nodeLister corelisters.NodeLister
-	static     *staticPods
-	nodeIP     net.IP
+	// hostPorts maps the node's ports of its pods' hostPorts.
+	hostPorts *syncLoop
+	static    *staticPods
+	nodeIP    net.IP
 	// runCtx ends when the agent stops; informer handlers start pod
 	// workers under it.
 	runCtx context.Context
@@ -303,9 +305,13 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 		return err
 	}
 	a.watchVolumeSources(ctx)
-	routes := &routeSync{agent: a, lister: nodes.Lister(), wake: make(chan struct{}, 1)}
+	routes := newSyncLoop("the pod network with the nodes", a.syncRoutes)
 	nodesSynced, err := informer.Handle(nodes.Informer(), routes.handler())
 	if err != nil {
+		return err
+	}
+	a.hostPorts = newSyncLoop("the pods' host ports", a.syncHostPorts)
+	if _, err := informer.Handle(pods.Informer(), a.hostPorts.handler()); err != nil {
 		return err
 	}
 	if _, err := informer.Handle(nodes.Informer(), a.attachHandler()); err != nil {
@@ -341,6 +347,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	wg.Go(func() { a.relist(ctx) })
 	wg.Go(func() { a.watchLocalStorage(ctx) })
 	wg.Go(func() { routes.run(ctx) })
+	wg.Go(func() { a.hostPorts.run(ctx) })
 	wg.Go(func() { a.static.run(ctx) })
 	if a.imageGC != nil {
 		wg.Go(func() { a.collectImages(ctx) })

@@ -10,36 +10,36 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
-// routeSync keeps the node's routes to the other nodes' pod CIDRs through
-// their InternalIPs, so that pods on different nodes reach each other
-// without NAT, and the pod network's masquerade, which sends pod traffic
-// to anything but the nodes' pod CIDRs and the Service ranges out from
-// the node's address.
-type routeSync struct {
-	agent  *Agent
-	lister corelisters.NodeLister
-	wake   chan struct{}
+// syncLoop runs a sync of the node's network with what the API holds on
+// every poke (an informer's event), and retries a failed one with a
+// backoff from 1s to a minute.
+type syncLoop struct {
+	what string
+	sync func() error
+	wake chan struct{}
 }
 
-func (r *routeSync) poke() {
+func newSyncLoop(what string, sync func() error) *syncLoop {
+	return &syncLoop{what: what, sync: sync, wake: make(chan struct{}, 1)}
+}
+
+func (l *syncLoop) poke() {
 	select {
-	case r.wake <- struct{}{}:
+	case l.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (r *routeSync) handler() cache.ResourceEventHandler {
-	poke := func(any) { r.poke() }
+func (l *syncLoop) handler() cache.ResourceEventHandler {
+	poke := func(any) { l.poke() }
 	return cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n any) { poke(n) }, DeleteFunc: poke}
 }
 
-// run syncs on every change of the Nodes, and retries a failed sync with
-// a backoff from 1s to a minute.
-func (r *routeSync) run(ctx context.Context) {
+// run syncs on every poke until ctx ends.
+func (l *syncLoop) run(ctx context.Context) {
 	const first, most = time.Second, time.Minute
 	backoff := first
 	var retry <-chan time.Time
@@ -47,11 +47,11 @@ func (r *routeSync) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.wake:
+		case <-l.wake:
 		case <-retry:
 		}
-		if err := r.sync(); err != nil {
-			slog.Warn("sync the pod network with the nodes", "err", err, "retry", backoff)
+		if err := l.sync(); err != nil {
+			slog.Warn("sync "+l.what, "err", err, "retry", backoff)
 			retry = time.After(backoff)
 			backoff = min(2*backoff, most)
 			continue
@@ -60,16 +60,19 @@ func (r *routeSync) run(ctx context.Context) {
 	}
 }
 
-// sync brings the routes and the masquerade in line with the Nodes in the
-// cache.
-func (r *routeSync) sync() error {
-	nodes, err := r.lister.List(labels.Everything())
+// syncRoutes brings the node's routes to the other nodes' pod CIDRs
+// through their InternalIPs (pods on different nodes reach each other
+// without NAT) and the pod network's masquerade (pod traffic to anything
+// but the nodes' pod CIDRs and the Service ranges leaves from the node's
+// address) in line with the Nodes in the cache.
+func (a *Agent) syncRoutes() error {
+	nodes, err := a.nodeLister.List(labels.Everything())
 	if err != nil {
 		return err
 	}
-	routes, podCIDRs := nodeNetworks(r.agent.cfg.NodeName, nodes)
-	noMasquerade := append(podCIDRs, r.agent.cfg.ServiceRanges...)
-	return errors.Join(r.agent.net.SyncRoutes(routes), r.agent.net.SyncMasquerade(noMasquerade))
+	routes, podCIDRs := nodeNetworks(a.cfg.NodeName, nodes)
+	noMasquerade := append(podCIDRs, a.cfg.ServiceRanges...)
+	return errors.Join(a.net.SyncRoutes(routes), a.net.SyncMasquerade(noMasquerade))
 }
 
 // nodeNetworks reads the Nodes: the routes to the other nodes' IPv4 pod

@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHostPort plays upstream's HostPort conformance test: three pods
+// share hostPort 54323, on the node's loopback and on its address over
+// TCP, and on its address over UDP; a hostNetwork pod on the node reaches
+// each of them, and each answers with its own name.
+func TestHostPort(t *testing.T) {
+	needRoot(t)
+	c := startNodeCluster(t)
+	nodeIP := c.jsonpath("node", nodeName, `{.status.addresses[?(@.type=="InternalIP")].address}`)
+	if nodeIP == "" {
+		t.Fatal("the node has no InternalIP")
+	}
+	var manifest strings.Builder
+	for _, p := range []struct{ name, hostIP, protocol string }{
+		{"pod1", "127.0.0.1", "TCP"}, {"pod2", nodeIP, "TCP"}, {"pod3", nodeIP, "UDP"},
+	} {
+		fmt.Fprintf(&manifest, `apiVersion: v1
+kind: Pod
+metadata: {name: %s}
+spec:
+  nodeName: %s
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: agnhost
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [netexec, --http-port=8080, --udp-port=8080]
+    ports: [{containerPort: 8080, hostPort: 54323, hostIP: %q, protocol: %s}]
+---
+`, p.name, nodeName, p.hostIP, p.protocol)
+	}
+	manifest.WriteString(`apiVersion: v1
+kind: Pod
+metadata: {name: host-exec}
+spec:
+  nodeName: ` + nodeName + `
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: agnhost
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+`)
+	c.withStdin(manifest.String(), "apply", "-f", "-")
+	for _, p := range []string{"pod1", "pod2", "pod3", "host-exec"} {
+		c.waitReady(p, "True", 60*time.Second)
+	}
+	for cmd, want := range map[string]string{
+		"curl -g -s --connect-timeout 5 --interface " + nodeIP + " http://127.0.0.1:54323/hostname": "pod1",
+		"curl -g -s --connect-timeout 5 http://" + nodeIP + ":54323/hostname":                       "pod2",
+		"echo hostname | nc -u -w 5 " + nodeIP + " 54323":                                           "pod3",
+	} {
+		eventually(t, 30*time.Second, func() string {
+			if out, err := c.kubectl("", "exec", "host-exec", "--", "/bin/sh", "-c", cmd); err != nil || strings.TrimSpace(out) != want {
+				return fmt.Sprintf("%s: %v %q, want %s", cmd, err, out, want)
+			}
+			return ""
+		})
+	}
+	// The mapping goes with its pod.
+	c.must("delete", "pod", "pod2", "--wait")
+	if out, err := c.kubectl("", "exec", "host-exec", "--", "/bin/sh", "-c", "curl -g -s --connect-timeout 2 http://"+nodeIP+":54323/hostname"); err == nil {
+		t.Errorf("pod2's host port answered %q after pod2 was deleted", out)
+	}
+}
