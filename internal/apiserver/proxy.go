@@ -32,7 +32,7 @@ import (
 const proxySubresource = "proxy"
 
 // proxyPath is the target's path of a proxy request: what follows the
-// proxy subresource in the request's path, "/" when nothing does.
+// proxy subresource in the request's path ("" when nothing does).
 func proxyPath(r *http.Request) string {
 	_, rest, ok := strings.Cut(r.URL.Path, "/"+proxySubresource)
 	for ok {
@@ -41,9 +41,6 @@ func proxyPath(r *http.Request) string {
 			break
 		}
 		_, rest, ok = strings.Cut(rest, "/"+proxySubresource)
-	}
-	if rest == "" {
-		return "/"
 	}
 	return rest
 }
@@ -59,9 +56,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ri *requestI
 		if err != nil {
 			return err
 		}
-		target.Path += proxyPath(r)
-		target.RawQuery = r.URL.RawQuery
-		proxy.NewUpgradeAwareHandler(target, s.kubelet.Transport, false, false, proxyResponder{}).ServeHTTP(w, r)
+		s.proxyTo(w, r, target)
 		return nil
 	}
 	if scheme == "" {
@@ -84,12 +79,57 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ri *requestI
 	if err != nil {
 		return err
 	}
-	target.Path += proxyPath(r)
-	target.RawQuery = r.URL.RawQuery
-	h := proxy.NewUpgradeAwareHandler(target, s.kubelet.Transport, false, false, proxyResponder{})
-	h.ServeHTTP(w, r)
+	s.proxyTo(w, r, target)
 	return nil
 }
+
+// proxyTo passes r on to target (the agent's URL, without the target's
+// path) as kube-apiserver's proxy subresources do: the answer's links and
+// redirects that point into the target are rewritten to come through the
+// API server again, below the request's path up to the target's, and the
+// target's CORS headers are dropped (the upgrade-aware handler's wrapped
+// transport, which keys the prefix on a location path of the target's
+// own and so cannot be used with the agent's).
+func (s *Server) proxyTo(w http.ResponseWriter, r *http.Request, target *url.URL) {
+	path := proxyPath(r)
+	if path == "" {
+		// As upstream, a GET of the target's root without its slash is
+		// sent to the path with it.
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			loc := r.URL.Path + "/"
+			if r.URL.RawQuery != "" {
+				loc += "?" + r.URL.RawQuery
+			}
+			w.Header().Set("Location", loc)
+			w.WriteHeader(http.StatusMovedPermanently)
+			return
+		}
+		path = "/"
+	}
+	target.Path += path
+	target.RawQuery = r.URL.RawQuery
+	rewriting := &proxy.Transport{Scheme: r.URL.Scheme, Host: r.URL.Host,
+		PathPrepend: strings.TrimSuffix(r.URL.Path, path), RoundTripper: s.kubelet.Transport}
+	proxy.NewUpgradeAwareHandler(target, corsRemoving{rewriting}, false, false, proxyResponder{}).ServeHTTP(w, r)
+}
+
+// corsRemoving drops the CORS headers of a proxied answer, as
+// kube-apiserver's proxy does.
+type corsRemoving struct{ http.RoundTripper }
+
+func (rt corsRemoving) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.RoundTripper.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range []string{"Access-Control-Allow-Credentials", "Access-Control-Allow-Headers", "Access-Control-Allow-Methods", "Access-Control-Allow-Origin"} {
+		resp.Header.Del(h)
+	}
+	return resp, nil
+}
+
+// WrappedRoundTripper lets an upgrade find the TLS configuration below.
+func (rt corsRemoving) WrappedRoundTripper() http.RoundTripper { return rt.RoundTripper }
 
 // viaAgent is the URL of the /podProxy endpoint at which the agent of
 // node nodeName reaches ip:port with scheme, without the target's path.

@@ -1,18 +1,23 @@
 package e2e
 
 import (
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // TestAPIServerProxy: pods/proxy and services/proxy pass requests on to a
 // pod at [scheme:]name[:port] (the pod's first declared port by default)
 // and to a ready endpoint of a Service's port, the path after /proxy
-// being the target's; a missing pod is NotFound and a Service without
-// ready endpoints is ServiceUnavailable, as kube-apiserver answers.
+// being the target's, and nodes/proxy to the node's kubelet; a missing
+// pod is NotFound and a Service without ready endpoints is
+// ServiceUnavailable, as kube-apiserver answers.
 func TestAPIServerProxy(t *testing.T) {
 	needRoot(t)
 	c := startNodeCluster(t)
@@ -37,6 +42,21 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
+metadata: {name: porter}
+spec:
+  nodeName: `+nodeName+`
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: porter
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [porter]
+    env:
+    - {name: SERVE_PORT_1080, value: '<a href="/rewriteme">test</a>'}
+    - {name: SERVE_TLS_PORT_443, value: 'tls baz'}
+    ports: [{containerPort: 1080}, {containerPort: 443}]
+---
+apiVersion: v1
+kind: Pod
 metadata: {name: host-echo}
 spec:
   nodeName: `+nodeName+`
@@ -56,6 +76,7 @@ spec:
 `, "apply", "-f", "-")
 	c.waitReady("echo", "True", 60*time.Second)
 	c.waitReady("host-echo", "True", 60*time.Second)
+	c.waitReady("porter", "True", 60*time.Second)
 	kubeletPort, err := c.kubectl("", "get", "node", nodeName, "-o", "jsonpath={.status.daemonEndpoints.kubeletEndpoint.Port}")
 	if err != nil || kubeletPort == "" {
 		t.Fatalf("kubelet port: %v %q", err, kubeletPort)
@@ -65,6 +86,10 @@ spec:
 		"/api/v1/namespaces/default/pods/http:echo:8080/proxy/echo?msg=a": "a",
 		"/api/v1/namespaces/default/services/echo/proxy/echo?msg=b":       "b",
 		"/api/v1/namespaces/default/services/echo:web/proxy/hostname":     "echo",
+		// Links in an HTML answer come back through the API server, as
+		// upstream's Proxy conformance test checks with agnhost porter.
+		"/api/v1/namespaces/default/pods/http:porter:1080/proxy/": `<a href="/api/v1/namespaces/default/pods/http:porter:1080/proxy/rewriteme">test</a>`,
+		"/api/v1/namespaces/default/pods/https:porter:443/proxy/": "tls baz",
 		// nodes/proxy: the kubelet, by default or at its own port, and
 		// another port on the node's address.
 		"/api/v1/nodes/" + nodeName + "/proxy/healthz":                     "ok",
@@ -98,6 +123,26 @@ spec:
 		t.Errorf("no kubelet_running_pods in %.300q", out)
 	} else if n, _ := strconv.Atoi(m[1]); n < 2 {
 		t.Errorf("kubelet_running_pods %d, want at least the test's 2", n)
+	}
+	// A GET of a target's root without its slash is redirected to it.
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/v1/namespaces/default/pods/echo/proxy", "/api/v1/namespaces/default/services/echo/proxy"} {
+		req, _ := http.NewRequest(http.MethodGet, cfg.Host+path+"?method=GET", nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusMovedPermanently || loc != path+"/?method=GET" {
+			t.Errorf("GET %s: %d to %q, want 301 to %s/?method=GET", path, resp.StatusCode, loc, path)
+		}
 	}
 	if out, err := c.kubectl("", "get", "--raw", "/api/v1/namespaces/default/pods/missing/proxy/"); err == nil || !strings.Contains(out, `pods "missing" not found`) {
 		t.Errorf("proxy to a missing pod: %v %q", err, out)
