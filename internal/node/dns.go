@@ -187,10 +187,15 @@ func podHosts(pod *corev1.Pod, podIP, domain string) ([]byte, error) {
 }
 
 // podHostname is spec.hostname, else the pod's name, cut to 63 characters
-// without a trailing '-' or '.'.
+// without a trailing '-' or '.'; a host-network pod's is the node's (its
+// name, the Node's Hostname address), spec.hostname ignored, as the host's
+// UTS namespace gives it upstream.
 func podHostname(pod *corev1.Pod) string {
 	h := pod.Name
-	if pod.Spec.Hostname != "" {
+	switch {
+	case pod.Spec.HostNetwork && pod.Spec.NodeName != "":
+		h = pod.Spec.NodeName
+	case pod.Spec.Hostname != "":
 		h = pod.Spec.Hostname
 	}
 	if len(h) > 63 {

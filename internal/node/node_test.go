@@ -172,3 +172,19 @@ func TestLastLines(t *testing.T) {
 		t.Errorf("partial records joined: %q", b.String())
 	}
 }
+
+func TestPodHostname(t *testing.T) {
+	for _, tc := range []struct {
+		pod  corev1.Pod
+		want string
+	}{
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"}}, "web-0"},
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"}, Spec: corev1.PodSpec{Hostname: "db"}}, "db"},
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"}, Spec: corev1.PodSpec{Hostname: "db", HostNetwork: true, NodeName: "node-a"}}, "node-a"},
+		{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("a", 62) + "-b"}}, strings.Repeat("a", 62)},
+	} {
+		if got := podHostname(&tc.pod); got != tc.want {
+			t.Errorf("podHostname(%s, hostname %q, hostNetwork %v) = %q, want %q", tc.pod.Name, tc.pod.Spec.Hostname, tc.pod.Spec.HostNetwork, got, tc.want)
+		}
+	}
+}

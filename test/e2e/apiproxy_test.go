@@ -61,6 +61,7 @@ metadata: {name: host-echo}
 spec:
   nodeName: `+nodeName+`
   hostNetwork: true
+  hostname: ignored
   terminationGracePeriodSeconds: 2
   containers:
   - name: web
@@ -95,6 +96,9 @@ spec:
 		"/api/v1/nodes/" + nodeName + "/proxy/healthz":                     "ok",
 		"/api/v1/nodes/" + nodeName + ":" + kubeletPort + "/proxy/healthz": "ok",
 		"/api/v1/nodes/" + nodeName + ":18080/proxy/echo?msg=c":            "c",
+		// A host-network pod's hostname is the node's, spec.hostname
+		// ignored (upstream's issue 67019).
+		"/api/v1/nodes/" + nodeName + ":18080/proxy/hostname": nodeName,
 	} {
 		eventually(t, 30*time.Second, func() string {
 			if out, err := c.kubectl("", "get", "--raw", path); err != nil || out != want {
