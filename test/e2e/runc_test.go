@@ -161,6 +161,31 @@ spec:
 	if out, err := c.kubectl("", "exec", "execpod", "--", "/agnhost", "dns-suffix"); err != nil || !strings.HasPrefix(out, "default.svc.cluster.local,svc.cluster.local,cluster.local") {
 		t.Errorf("/agnhost dns-suffix: %v %q", err, out)
 	}
+	// Upstream's EmptyDir tests: agnhost mounttest in the container
+	// reports a memory-backed emptyDir as tmpfs and writes its file with
+	// the mode asked for.
+	c.withStdin(`apiVersion: v1
+kind: Pod
+metadata: {name: mounttest}
+spec:
+  nodeName: `+nodeName+`
+  restartPolicy: Never
+  volumes: [{name: v, emptyDir: {medium: Memory}}]
+  containers:
+  - name: main
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [mounttest, --fs_type=/v, --new_file_0644=/v/f, --file_perm=/v/f]
+    volumeMounts: [{name: v, mountPath: /v}]
+`, "apply", "-f", "-")
+	eventually(t, 60*time.Second, func() string {
+		if phase := c.jsonpath("pod", "mounttest", "{.status.phase}"); phase != "Succeeded" {
+			return "mounttest pod " + phase
+		}
+		return ""
+	})
+	if out := c.must("logs", "mounttest"); !strings.Contains(out, `mount type of "/v": tmpfs`) || !strings.Contains(out, `perms of file "/v/f": -rw-r--r--`) {
+		t.Errorf("agnhost mounttest printed %q", out)
+	}
 	c.pod("glibc", "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1", "    command: [sleep, '3600']\n")
 	webIP := c.jsonpath("service", "web", "{.spec.clusterIP}")
 	for pod, cmd := range map[string]string{

@@ -20,7 +20,7 @@ import (
 // agnhost runs one of agnhost's subcommands.
 func agnhost(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|connect|porter|dns-suffix|dns-server-list|etc-hosts] [flags]")
+		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|connect|porter|dns-suffix|dns-server-list|etc-hosts|mounttest] [flags]")
 	}
 	switch args[0] {
 	case "netexec":
@@ -43,8 +43,10 @@ func agnhost(ctx context.Context, args []string) error {
 		return printResolvConf("nameserver")
 	case "etc-hosts":
 		return printEtcHosts()
+	case "mounttest":
+		return mounttest(args[1:])
 	}
-	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect, porter, dns-suffix, dns-server-list, etc-hosts)", args[0])
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect, porter, dns-suffix, dns-server-list, etc-hosts, mounttest)", args[0])
 }
 
 // connect tries a TCP connection (or a UDP exchange) to host:port and

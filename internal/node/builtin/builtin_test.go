@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -283,5 +284,42 @@ func TestResolvConfFirst(t *testing.T) {
 	}
 	if _, err := resolvConfFirst(file, "domain"); err == nil {
 		t.Error("no domain line: no error")
+	}
+}
+
+// agnhost mounttest prints what upstream's volume tests match, in its
+// words: the new file written with its mode whatever the umask, its
+// permissions, mode, owner and content.
+func TestMounttest(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "new")
+	umask := syscall.Umask(0o022) // mounttest clears the process's umask
+	t.Cleanup(func() { syscall.Umask(umask) })
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	err = agnhost(context.Background(), []string{"mounttest", "--new_file_0644=" + file, "--file_perm=" + file, "--file_mode=" + dir, "--file_owner=" + file, "--fs_type=" + dir})
+	os.Stdout = stdout
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("mounttest: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("content of file %q: mount-tester new file\n", file),
+		fmt.Sprintf("perms of file %q: -rw-r--r--\n", file),
+		fmt.Sprintf("mode of file %q: d", dir),
+		fmt.Sprintf("owner UID of %q: %d\n", file, os.Getuid()),
+		fmt.Sprintf("mount type of %q: ", dir),
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("mounttest printed\n%s\nwant %q", out, want)
+		}
+	}
+	if err := agnhost(context.Background(), []string{"mounttest", "--file_content=" + filepath.Join(dir, "missing")}); err == nil {
+		t.Error("mounttest of a missing file: no error")
 	}
 }
