@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -125,8 +126,23 @@ func netexec(ctx context.Context, args []string) error {
 	fs.Int("sctp-port", -1, "SCTP listen port (not supported)")
 	fs.Bool("http-override", false, "ignored")
 	delay := fs.Int("delay-shutdown", 0, "seconds to keep serving after SIGTERM")
+	udpAddrs := fs.String("udp-listen-addresses", "", "comma-separated IP addresses the UDP servers listen on (default: any)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// As agnhost: each address once (a host-network pod's HOST_IP is one
+	// of its POD_IPS), any address when none is given.
+	udpBind := []string{""}
+	if *udpAddrs != "" {
+		udpBind = nil
+		for a := range strings.SplitSeq(*udpAddrs, ",") {
+			if net.ParseIP(a) == nil {
+				return fmt.Errorf("parseAddress: invalid address %s", a)
+			}
+			if !slices.Contains(udpBind, a) {
+				udpBind = append(udpBind, a)
+			}
+		}
 	}
 	exit := make(chan int, 1)
 	mux := http.NewServeMux()
@@ -188,8 +204,11 @@ func netexec(ctx context.Context, args []string) error {
 	mux.HandleFunc("/shell", shellHandler)
 	mux.HandleFunc("/dial", dialHandler)
 
-	if *udpPort > 0 {
-		pc, err := net.ListenPacket("udp", ":"+strconv.Itoa(*udpPort))
+	for _, addr := range udpBind {
+		if *udpPort <= 0 {
+			break
+		}
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(addr, strconv.Itoa(*udpPort)))
 		if err != nil {
 			return fmt.Errorf("listen on UDP port %d: %w", *udpPort, err)
 		}

@@ -323,3 +323,60 @@ func TestMounttest(t *testing.T) {
 		t.Error("mounttest of a missing file: no error")
 	}
 }
+
+// netexec --udp-listen-addresses listens for UDP on each address once
+// (a host-network endpoint's HOST_IP and POD_IPS are the same address).
+func TestNetexecUDPListenAddresses(t *testing.T) {
+	free := func(network string) int {
+		pc, err := net.ListenPacket(network, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		return pc.LocalAddr().(*net.UDPAddr).Port
+	}
+	udpPort := free("udp")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpPort := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	readyFile = w
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- agnhost(ctx, []string{"netexec", fmt.Sprintf("--http-port=%d", httpPort), fmt.Sprintf("--udp-port=%d", udpPort), "--udp-listen-addresses=127.0.0.1,127.0.0.1"})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if said, err := io.ReadAll(r); err != nil || string(said) != "ok" {
+		t.Fatalf("netexec said %q (%v), want ok", said, err)
+	}
+	conn, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", udpPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte("echo hi")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := conn.Read(buf); err != nil || string(buf[:n]) != "hi" {
+		t.Errorf("UDP echo: %q (%v)", buf[:n], err)
+	}
+	if err := agnhost(context.Background(), []string{"netexec", "--udp-listen-addresses=nope"}); err == nil || !strings.Contains(err.Error(), "invalid address nope") {
+		t.Errorf("a bad address: %v", err)
+	}
+}
