@@ -1,7 +1,6 @@
 package cni
 
 import (
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -19,21 +18,9 @@ import (
 // client "LOCAL from SOURCE": which pod answered, and whom it saw.
 func whoServer(t *testing.T, path, addr string) {
 	t.Helper()
-	ln, err := netns.ListenAt(path)("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = io.WriteString(c, c.LocalAddr().(*net.TCPAddr).IP.String()+" from "+c.RemoteAddr().(*net.TCPAddr).IP.String())
-			c.Close()
-		}
-	}()
+	answerServer(t, path, addr, func(c net.Conn) string {
+		return c.LocalAddr().(*net.TCPAddr).IP.String() + " from " + c.RemoteAddr().(*net.TCPAddr).IP.String()
+	})
 }
 
 // A hostPort reaches its pod from the node, at the node's address or at

@@ -106,6 +106,13 @@ func ipCmd(t *testing.T, args ...string) {
 // client the source address it sees.
 func peerServer(t *testing.T, path, addr string) {
 	t.Helper()
+	answerServer(t, path, addr, func(c net.Conn) string { return c.RemoteAddr().(*net.TCPAddr).IP.String() })
+}
+
+// answerServer listens on addr in the namespace at path and writes each
+// client answer's text about its connection.
+func answerServer(t *testing.T, path, addr string, answer func(net.Conn) string) {
+	t.Helper()
 	ln, err := netns.ListenAt(path)("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +124,7 @@ func peerServer(t *testing.T, path, addr string) {
 			if err != nil {
 				return
 			}
-			_, _ = io.WriteString(c, c.RemoteAddr().(*net.TCPAddr).IP.String())
+			_, _ = io.WriteString(c, answer(c))
 			c.Close()
 		}
 	}()

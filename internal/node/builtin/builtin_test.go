@@ -15,16 +15,30 @@ import (
 	"time"
 )
 
-// A built-in server says it has started only once its port accepts
-// connections: what the shim waits for before it reports the container
-// started.
-func TestReadyOnceListening(t *testing.T) {
+// freePort is a port of 127.0.0.1 free for network ("tcp" or "udp") when
+// asked.
+func freePort(t *testing.T, network string) int {
+	t.Helper()
+	if network == "udp" {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		return pc.LocalAddr().(*net.UDPAddr).Port
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startAgnhost runs agnhost with args until the test ends, once it has
+// said on the shim's descriptor that it started (and closed it).
+func startAgnhost(t *testing.T, args ...string) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -33,14 +47,25 @@ func TestReadyOnceListening(t *testing.T) {
 	readyFile = w
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- agnhost(ctx, []string{"netexec", fmt.Sprintf("--http-port=%d", port), "--udp-port=-1"})
-	}()
+	go func() { done <- agnhost(ctx, args) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
-	said, err := io.ReadAll(r)
-	if err != nil || string(said) != "ok" {
-		t.Fatalf("the program said %q (%v), want ok and the end of the pipe", said, err)
+	if said, err := io.ReadAll(r); err != nil || string(said) != "ok" {
+		t.Fatalf("agnhost %s said %q (%v), want ok and the end of the pipe", args[0], said, err)
 	}
+}
+
+// A built-in server says it has started only once its port accepts
+// connections: what the shim waits for before it reports the container
+// started.
+func TestReadyOnceListening(t *testing.T) {
+	port := freePort(t, "tcp")
+	startAgnhost(t, "netexec", fmt.Sprintf("--http-port=%d", port), "--udp-port=-1")
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		t.Fatalf("said it started, yet its port refuses: %v", err)
@@ -64,43 +89,20 @@ func TestReadyOnceListening(t *testing.T) {
 			t.Errorf("GET %s: %q, want %q", path, got, want)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 }
 
 // agnhost test-webserver serves the container's files by path, with the
 // image's own /localhost.crt, and 404 for what does not exist.
 func TestTestWebserver(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := freePort(t, "tcp")
 	file := filepath.Join(t.TempDir(), "page.txt")
 	if err := os.WriteFile(file, []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- agnhost(ctx, []string{"test-webserver", fmt.Sprintf("--port=%d", port)}) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	startAgnhost(t, "test-webserver", fmt.Sprintf("--port=%d", port))
 	get := func(path string) (int, string) {
 		t.Helper()
-		var resp *http.Response
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			if resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path)); err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond) // until the server listens
-		}
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,12 +127,7 @@ func TestTestWebserver(t *testing.T) {
 // netexec --delay-shutdown goes on serving after SIGTERM but says it is
 // not ready, which upstream's e2e tests of terminating endpoints wait for.
 func TestNetexecUnreadyWhileShuttingDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := freePort(t, "tcp")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -204,38 +201,12 @@ func TestAgnhostConnect(t *testing.T) {
 // HTTP, HTTPS (a localhost certificate where the image's files are
 // missing), UDP, and --json-response's object of method and value.
 func TestAgnhostPorter(t *testing.T) {
-	free := func() int {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().(*net.TCPAddr).Port
-	}
-	httpPort, tlsPort, udpPort := free(), free(), free()
+	httpPort, tlsPort, udpPort := freePort(t, "tcp"), freePort(t, "tcp"), freePort(t, "udp")
 	t.Setenv(fmt.Sprintf("SERVE_PORT_%d", httpPort), "foo")
 	t.Setenv(fmt.Sprintf("SERVE_TLS_PORT_%d", tlsPort), "tls baz")
 	t.Setenv(fmt.Sprintf("SERVE_UDP_PORT_%d", udpPort), "udp qux")
 	t.Chdir(t.TempDir()) // no localhost.crt here
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	readyFile = w
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- agnhost(ctx, []string{"porter", "--json-response"}) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if said, err := io.ReadAll(r); err != nil || string(said) != "ok" {
-		t.Fatalf("porter said %q (%v), want ok", said, err)
-	}
+	startAgnhost(t, "porter", "--json-response")
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a self-signed test certificate
 	for url, want := range map[string]string{
 		fmt.Sprintf("http://127.0.0.1:%d/", httpPort):  `{"Method":"GET","Body":"foo"}`,
@@ -327,42 +298,8 @@ func TestMounttest(t *testing.T) {
 // netexec --udp-listen-addresses listens for UDP on each address once
 // (a host-network endpoint's HOST_IP and POD_IPS are the same address).
 func TestNetexecUDPListenAddresses(t *testing.T) {
-	free := func(network string) int {
-		pc, err := net.ListenPacket(network, "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pc.Close()
-		return pc.LocalAddr().(*net.UDPAddr).Port
-	}
-	udpPort := free("udp")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpPort := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	readyFile = w
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- agnhost(ctx, []string{"netexec", fmt.Sprintf("--http-port=%d", httpPort), fmt.Sprintf("--udp-port=%d", udpPort), "--udp-listen-addresses=127.0.0.1,127.0.0.1"})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if said, err := io.ReadAll(r); err != nil || string(said) != "ok" {
-		t.Fatalf("netexec said %q (%v), want ok", said, err)
-	}
+	udpPort := freePort(t, "udp")
+	startAgnhost(t, "netexec", fmt.Sprintf("--http-port=%d", freePort(t, "tcp")), fmt.Sprintf("--udp-port=%d", udpPort), "--udp-listen-addresses=127.0.0.1,127.0.0.1")
 	conn, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", udpPort))
 	if err != nil {
 		t.Fatal(err)
