@@ -94,23 +94,27 @@ func runCorefile(ctx context.Context, c *corefile.Config) error {
 	for _, p := range c.Ignored {
 		slog.Warn("Corefile plugin not played by svcnet's cluster DNS; ignored", "plugin", p)
 	}
-	if len(c.Zones) == 0 {
-		return errors.New("Corefile: no kubernetes plugin, nothing to serve")
-	}
-	cfg, err := restConfig(c)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("API client: %w", err)
-	}
-	nameServers := kubeDNSAddresses(ctx, client)
-	return Run(ctx, Config{
-		Client: client, Zone: c.Zones[0], TTL: c.TTL, NameServers: nameServers,
-		Address: net.JoinHostPort("", fmt.Sprint(c.Port)), Upstreams: withoutLoops(c.Forward, nameServers), CacheTTL: c.CacheTTL,
+	run := Config{
+		Address: net.JoinHostPort("", fmt.Sprint(c.Port)), Upstreams: c.Forward, CacheTTL: c.CacheTTL, Hosts: c.Hosts,
 		Health: c.Health, Ready: c.Ready, Metrics: c.Prometheus, Lameduck: c.Lameduck,
-	})
+	}
+	switch {
+	case len(c.Zones) > 0:
+		cfg, err := restConfig(c)
+		if err != nil {
+			return err
+		}
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("API client: %w", err)
+		}
+		nameServers := kubeDNSAddresses(ctx, client)
+		run.Client, run.Zone, run.TTL, run.NameServers = client, c.Zones[0], c.TTL, nameServers
+		run.Upstreams = withoutLoops(c.Forward, nameServers)
+	case c.Hosts == nil && len(c.Forward) == 0:
+		return errors.New("Corefile: no kubernetes, hosts or forward plugin, nothing to serve")
+	}
+	return Run(ctx, run)
 }
 
 // withoutLoops drops the upstreams that are the cluster DNS itself (a

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/dns/forward"
+	"github.com/svcnet/svcnet/internal/dns/hosts"
 	"github.com/svcnet/svcnet/internal/dns/records"
 	"github.com/svcnet/svcnet/internal/dns/server"
 	"github.com/svcnet/svcnet/internal/informer"
@@ -38,6 +39,9 @@ import (
 
 // Config configures a cluster DNS server.
 type Config struct {
+	// Client reads the cluster's Services and endpoints for the records
+	// of Zone; nil serves no cluster domain (a Corefile without the
+	// kubernetes plugin).
 	Client kubernetes.Interface
 	// Zone is the cluster domain (cluster.local); TTL the answers' TTL
 	// (default 5, CoreDNS's).
@@ -51,6 +55,8 @@ type Config struct {
 	Upstreams []string
 	// CacheTTL caps how long forwarded answers are kept (0: their TTL).
 	CacheTTL time.Duration
+	// Hosts answers the names it holds before anything else.
+	Hosts *hosts.Table
 	// Health, Ready and Metrics are the listen addresses of the HTTP
 	// servers of CoreDNS's health (/health), ready (/ready) and prometheus
 	// (/metrics) plugins; empty serves none. Lameduck keeps /health
@@ -64,13 +70,16 @@ func Run(ctx context.Context, c Config) error {
 	if c.TTL == 0 {
 		c.TTL = 5
 	}
-	ix := records.New(records.Config{Zone: c.Zone, TTL: c.TTL, NameServers: c.NameServers})
+	var ix *records.Index
+	if c.Client != nil {
+		ix = records.New(records.Config{Zone: c.Zone, TTL: c.TTL, NameServers: c.NameServers})
+	}
 	reg := prometheus.NewRegistry()
 	fwd, err := forward.New(forward.Config{Upstreams: c.Upstreams, Registerer: reg, MaxTTL: c.CacheTTL})
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(ix, fwd, reg)
+	srv, err := server.New(c.Hosts, ix, fwd, reg)
 	if err != nil {
 		return err
 	}
@@ -118,14 +127,16 @@ func Run(ctx context.Context, c Config) error {
 		httpListeners = append(httpListeners, l)
 	}
 
-	factory := informers.NewSharedInformerFactory(c.Client, 0)
-	informersSynced, err := feed(ix, factory)
-	if err != nil {
-		closeAll()
-		return err
+	var informersSynced []cache.InformerSynced
+	if ix != nil {
+		factory := informers.NewSharedInformerFactory(c.Client, 0)
+		if informersSynced, err = feed(ix, factory); err != nil {
+			closeAll()
+			return err
+		}
+		factory.Start(ctx.Done())
+		defer factory.Shutdown()
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
 
 	// Queries go on during the lame duck period after ctx ends.
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))

@@ -187,6 +187,45 @@ spec:
 		t.Errorf("agnhost mounttest printed %q", out)
 	}
 	c.pod("glibc", "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1", "    command: [sleep, '3600']\n")
+	// ... and agnhost's /coredns serves a Corefile of a hosts plugin
+	// alone, as upstream's "configurable pod resolv.conf" test runs it.
+	c.withStdin(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: corefile}
+data:
+  Corefile: |
+    . {
+      hosts {
+        1.1.1.1 notexistname.resolv.conf.local
+      }
+      log
+    }
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: hostsdns}
+spec:
+  nodeName: `+nodeName+`
+  dnsPolicy: Default
+  volumes: [{name: conf, configMap: {name: corefile}}]
+  containers:
+  - name: main
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    command: [/coredns]
+    args: [-conf, /etc/coredns/Corefile]
+    volumeMounts: [{name: conf, mountPath: /etc/coredns, readOnly: true}]
+`, "apply", "-f", "-")
+	eventually(t, 60*time.Second, func() string {
+		ip := c.jsonpath("pod", "hostsdns", "{.status.podIP}")
+		if ip == "" {
+			return "hostsdns has no IP"
+		}
+		cmd := "dig +short @" + ip + " notexistname.resolv.conf.local A; dig @" + ip + " other.example A | grep -o NXDOMAIN"
+		if out, err := c.kubectl("", "exec", "glibc", "--", "/bin/sh", "-c", cmd); err != nil || out != "1.1.1.1\nNXDOMAIN\n" {
+			return fmt.Sprintf("%s: %v %q", cmd, err, out)
+		}
+		return ""
+	})
 	webIP := c.jsonpath("service", "web", "{.spec.clusterIP}")
 	for pod, cmd := range map[string]string{
 		"execpod": "getent hosts web",

@@ -1,11 +1,12 @@
 // Package corefile reads the part of CoreDNS's Corefile that a cluster's
 // DNS is configured by, so that the kube-system/coredns ConfigMap of a
 // kubeadm cluster configures svcnet's cluster DNS the same way: the server
-// block's port, and the errors, health, ready, kubernetes, prometheus,
-// forward, cache, loop, reload and loadbalance plugins. Plugins svcnet does
-// not play (log among them), and server blocks after the first, are listed
-// in Config.Ignored for the caller to warn about, rather than refused, so
-// that an edited Corefile never leaves a cluster without DNS.
+// block's port, and the errors, health, ready, kubernetes, hosts,
+// prometheus, forward, cache, loop, reload and loadbalance plugins.
+// Plugins svcnet does not play (log among them), and server blocks after
+// the first, are listed in Config.Ignored for the caller to warn about,
+// rather than refused, so that an edited Corefile never leaves a cluster
+// without DNS.
 package corefile
 
 import (
@@ -16,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/svcnet/svcnet/internal/dns/hosts"
 )
 
 // Config is what a Corefile asks of the cluster DNS.
@@ -42,6 +45,9 @@ type Config struct {
 	// Reload is set when the reload plugin asks for the Corefile to be
 	// read again when it changes.
 	Reload bool
+	// Hosts is the hosts plugin's table (its file's and inline entries),
+	// nil without the plugin.
+	Hosts *hosts.Table
 	// Ignored names the plugins present that svcnet does not play.
 	Ignored []string
 }
@@ -115,6 +121,8 @@ func (c *Config) apply(d directive, readFile func(string) ([]byte, error)) error
 		c.Reload = true
 	case "kubernetes":
 		return c.kubernetes(d)
+	case "hosts":
+		return c.hosts(d, readFile)
 	case "forward":
 		return c.forward(d, readFile)
 	case "cache":
@@ -166,6 +174,45 @@ func (c *Config) kubernetes(d directive) error {
 			c.Endpoint = l[1]
 		}
 	}
+	return nil
+}
+
+// hosts reads `hosts [FILE [ZONES...]] { ENTRIES; ttl; fallthrough;
+// no_reverse; reload }`: FILE (/etc/hosts by default; a missing one is
+// skipped, as CoreDNS only warns) and the inline entries.
+func (c *Config) hosts(d directive, readFile func(string) ([]byte, error)) error {
+	var ttl uint32
+	fall := false
+	var inline []string
+	for _, l := range d.block {
+		switch l[0] {
+		case "ttl":
+			if len(l) != 2 {
+				return errors.New("ttl takes one number of seconds")
+			}
+			t, err := strconv.ParseUint(l[1], 10, 32)
+			if err != nil {
+				return fmt.Errorf("ttl %q: %w", l[1], err)
+			}
+			ttl = uint32(t)
+		case "fallthrough":
+			fall = true
+		case "no_reverse", "reload":
+		default:
+			inline = append(inline, strings.Join(l, " "))
+		}
+	}
+	t := hosts.New(ttl)
+	file := "/etc/hosts"
+	if len(d.args) > 0 {
+		file = d.args[0]
+	}
+	if b, err := readFile(file); err == nil {
+		t.Parse(string(b))
+	}
+	t.Parse(strings.Join(inline, "\n"))
+	t.Fallthrough = fall
+	c.Hosts = t
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // kubeadm is the Corefile kubeadm writes into kube-system/coredns.
@@ -56,6 +58,29 @@ func TestKubeadmCorefile(t *testing.T) {
 	}
 }
 
+// The Corefile upstream's "configurable pod resolv.conf" test serves: a
+// hosts plugin with an inline entry and no kubernetes plugin.
+func TestHostsCorefile(t *testing.T) {
+	c, err := Parse(". {\n\thosts {\n\t\t1.1.1.1 notexistname.resolv.conf.local\n\t\tttl 60\n\t\tfallthrough\n\t}\n\tlog\n}", func(string) ([]byte, error) {
+		return []byte("127.0.0.1 localhost\n"), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Hosts == nil || !c.Hosts.Fallthrough || len(c.Zones) != 0 {
+		t.Fatalf("got %+v", c)
+	}
+	for name, want := range map[string]string{
+		"notexistname.resolv.conf.local.": "notexistname.resolv.conf.local.\t60\tIN\tA\t1.1.1.1",
+		"localhost.":                      "localhost.\t60\tIN\tA\t127.0.0.1", // the file's
+	} {
+		rrs, known := c.Hosts.Lookup(dns.Question{Name: name, Qtype: dns.TypeA, Qclass: dns.ClassINET})
+		if !known || len(rrs) != 1 || rrs[0].String() != want {
+			t.Errorf("%s: %v %v, want %q", name, rrs, known, want)
+		}
+	}
+}
+
 func TestCorefileVariants(t *testing.T) {
 	c, err := Parse(`cluster.local:1053 {
   kubernetes cluster.local { kubeconfig /etc/coredns/kubeconfig admin }  # one line
@@ -72,7 +97,7 @@ consul.local:53 {
 	}
 	if c.Port != 1053 || c.Kubeconfig != "/etc/coredns/kubeconfig" || c.Context != "admin" || c.TTL != 5 || c.Health != "" ||
 		!reflect.DeepEqual(c.Forward, []string{"1.1.1.1:53", "9.9.9.9:5353", "[2001:db8::1]:53"}) ||
-		!reflect.DeepEqual(c.Ignored, []string{"server block consul.local:53", "hosts", "rewrite", "log"}) {
+		!reflect.DeepEqual(c.Ignored, []string{"server block consul.local:53", "rewrite", "log"}) || c.Hosts == nil {
 		t.Errorf("got %+v", c)
 	}
 	for _, bad := range []string{

@@ -1,6 +1,7 @@
-// Package server is the cluster DNS server: it answers questions in
-// the cluster domain (and PTR questions for cluster addresses) from the
-// record index, sends everything else to the forwarder, follows an
+// Package server is the cluster DNS server: it answers names of its
+// hosts table, questions in the cluster domain (and PTR questions for
+// cluster addresses) from the record index, sends everything else to the
+// forwarder, follows an
 // ExternalName's CNAME out of the zone, speaks UDP and TCP with EDNS0,
 // truncates what does not fit a UDP client (TC), and counts queries,
 // answers and latency in CoreDNS's series under the svcnet_ prefix.
@@ -18,6 +19,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/svcnet/svcnet/internal/dns/hosts"
 	"github.com/svcnet/svcnet/internal/dns/records"
 )
 
@@ -28,6 +30,9 @@ type Exchanger interface {
 
 // Server answers DNS queries.
 type Server struct {
+	// hosts, when set, answers first (CoreDNS's hosts plugin); records,
+	// when set, answers the cluster domain (the kubernetes plugin).
+	hosts   *hosts.Table
 	records *records.Index
 	forward Exchanger
 	// timeout bounds the handling of one query.
@@ -45,9 +50,11 @@ const forwardZone = "."
 // maxUDPSize caps the EDNS0 buffer size the server advertises.
 const maxUDPSize = 4096
 
-// New returns a Server; reg gets its metrics.
-func New(ix *records.Index, fwd Exchanger, reg prometheus.Registerer) (*Server, error) {
+// New returns a Server answering from the hosts table h and the record
+// index ix (either may be nil), and through fwd; reg gets its metrics.
+func New(h *hosts.Table, ix *records.Index, fwd Exchanger, reg prometheus.Registerer) (*Server, error) {
 	s := &Server{
+		hosts:   h,
 		records: ix,
 		forward: fwd,
 		timeout: 5 * time.Second,
@@ -151,7 +158,25 @@ func (s *Server) answer(ctx context.Context, req *dns.Msg) (*dns.Msg, string) {
 		return resp.SetRcode(req, dns.RcodeFormatError), forwardZone
 	}
 	q := req.Question[0]
-	res, ok := s.records.Lookup(q)
+	if s.hosts != nil {
+		// A name it does not hold goes on with fallthrough, else it
+		// does not exist.
+		if rrs, known := s.hosts.Lookup(q); known || !s.hosts.Fallthrough {
+			rcode := dns.RcodeSuccess
+			if !known {
+				rcode = dns.RcodeNameError
+			}
+			resp.SetRcode(req, rcode)
+			resp.Authoritative = true
+			resp.Answer = rrs
+			return resp, forwardZone
+		}
+	}
+	var res records.Result
+	ok := false
+	if s.records != nil {
+		res, ok = s.records.Lookup(q)
+	}
 	if !ok {
 		up, err := s.forward.Exchange(ctx, req)
 		if err != nil {

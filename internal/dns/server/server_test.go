@@ -19,6 +19,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/dns/dnstest"
 	"github.com/svcnet/svcnet/internal/dns/forward"
+	"github.com/svcnet/svcnet/internal/dns/hosts"
 	"github.com/svcnet/svcnet/internal/dns/records"
 )
 
@@ -64,7 +65,7 @@ func start(t *testing.T, upstream dns.Handler) (string, *Server, *dnstest.Logs) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(ix, fwd, reg)
+	s, err := New(nil, ix, fwd, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func BenchmarkServeUDP(b *testing.B) {
 		ix.SetService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("svc-%d", i)},
 			Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}, Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}})
 	}
-	s, err := New(ix, nil, prometheus.NewRegistry())
+	s, err := New(nil, ix, nil, prometheus.NewRegistry())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func BenchmarkServeUDP(b *testing.B) {
 // A context that ends before the listeners have started still stops
 // Serve: a shutdown that raced the start once left it serving for ever.
 func TestServeReturnsWhenCancelledBeforeStart(t *testing.T) {
-	s, err := New(records.New(records.Config{Zone: "cluster.local", TTL: 5}), nil, prometheus.NewRegistry())
+	s, err := New(nil, records.New(records.Config{Zone: "cluster.local", TTL: 5}), nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,5 +235,56 @@ func TestServeReturnsWhenCancelledBeforeStart(t *testing.T) {
 		}
 		pc.Close()
 		ln.Close()
+	}
+}
+
+// exchangeFunc is an Exchanger of a function.
+type exchangeFunc func(*dns.Msg) (*dns.Msg, error)
+
+func (f exchangeFunc) Exchange(_ context.Context, req *dns.Msg) (*dns.Msg, error) { return f(req) }
+
+// The hosts table answers first; a name it does not hold is NXDOMAIN
+// without fallthrough, and goes on to the cluster's records and the
+// forwarder with it. A server may have no cluster records at all.
+func TestHostsAnswerFirst(t *testing.T) {
+	h := hosts.New(0)
+	h.Add("1.1.1.1", "web.default.svc.cluster.local", "notexistname.resolv.conf.local")
+	ix := records.New(records.Config{Zone: "cluster.local", TTL: 5})
+	ix.SetNamespace("default")
+	ix.SetService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.30", ClusterIPs: []string{"10.96.0.30"}, Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}})
+	upstream := exchangeFunc(func(req *dns.Msg) (*dns.Msg, error) {
+		resp := new(dns.Msg).SetReply(req)
+		resp.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30}, A: net.IPv4(192, 0, 2, 1)}}
+		return resp, nil
+	})
+	ask := func(s *Server, name string) string {
+		resp, _ := s.answer(context.Background(), new(dns.Msg).SetQuestion(name, dns.TypeA))
+		if len(resp.Answer) == 0 {
+			return dns.RcodeToString[resp.Rcode]
+		}
+		return resp.Answer[0].(*dns.A).A.String()
+	}
+	for _, tc := range []struct {
+		fall     bool
+		ix       *records.Index
+		name     string
+		want     string
+		describe string
+	}{
+		{false, nil, "notexistname.resolv.conf.local.", "1.1.1.1", "a hosts name"},
+		{false, nil, "other.example.", "NXDOMAIN", "another name, no fallthrough"},
+		{true, nil, "other.example.", "192.0.2.1", "another name, fallthrough, no records"},
+		{true, ix, "web.default.svc.cluster.local.", "1.1.1.1", "hosts before the cluster's records"},
+		{true, ix, "db.default.svc.cluster.local.", "10.96.0.30", "a cluster name, fallthrough"},
+	} {
+		h.Fallthrough = tc.fall
+		s, err := New(h, tc.ix, upstream, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ask(s, tc.name); got != tc.want {
+			t.Errorf("%s: %s is %s, want %s", tc.describe, tc.name, got, tc.want)
+		}
 	}
 }
