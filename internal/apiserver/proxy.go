@@ -31,17 +31,11 @@ import (
 // is where pod IPs route), at its /podProxy endpoint.
 const proxySubresource = "proxy"
 
-// proxyPath is the target's path of a proxy request: what follows the
-// proxy subresource in the request's path ("" when nothing does).
-func proxyPath(r *http.Request) string {
-	_, rest, ok := strings.Cut(r.URL.Path, "/"+proxySubresource)
-	for ok {
-		// The last "/proxy" segment that ends the subresource's name.
-		if rest == "" || strings.HasPrefix(rest, "/") {
-			break
-		}
-		_, rest, ok = strings.Cut(rest, "/"+proxySubresource)
-	}
+// proxyPath is the target's path of a proxy request: what follows
+// /{resource}/{name}/proxy in the request's path ("" when nothing does).
+func proxyPath(r *http.Request, ri *requestInfo) string {
+	marker := "/" + ri.res.Resource + "/" + ri.name + "/" + proxySubresource
+	_, rest, _ := strings.Cut(r.URL.Path, marker)
 	return rest
 }
 
@@ -56,7 +50,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ri *requestI
 		if err != nil {
 			return err
 		}
-		s.proxyTo(w, r, target)
+		s.proxyTo(w, r, ri, target)
 		return nil
 	}
 	if scheme == "" {
@@ -75,11 +69,11 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ri *requestI
 	if err != nil {
 		return err
 	}
-	target, err := s.viaAgent(r.Context(), nodeName, scheme, ip, port)
+	host, err := s.kubeletHost(r.Context(), nodeName)
 	if err != nil {
 		return err
 	}
-	s.proxyTo(w, r, target)
+	s.proxyTo(w, r, ri, viaAgent(host, scheme, ip, port))
 	return nil
 }
 
@@ -90,8 +84,8 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ri *requestI
 // target's CORS headers are dropped (the upgrade-aware handler's wrapped
 // transport, which keys the prefix on a location path of the target's
 // own and so cannot be used with the agent's).
-func (s *Server) proxyTo(w http.ResponseWriter, r *http.Request, target *url.URL) {
-	path := proxyPath(r)
+func (s *Server) proxyTo(w http.ResponseWriter, r *http.Request, ri *requestInfo, target *url.URL) {
+	path := proxyPath(r, ri)
 	if path == "" {
 		// As upstream, a GET of the target's root without its slash is
 		// sent to the path with it.
@@ -131,18 +125,14 @@ func (rt corsRemoving) RoundTrip(req *http.Request) (*http.Response, error) {
 // WrappedRoundTripper lets an upgrade find the TLS configuration below.
 func (rt corsRemoving) WrappedRoundTripper() http.RoundTripper { return rt.RoundTripper }
 
-// viaAgent is the URL of the /podProxy endpoint at which the agent of
-// node nodeName reaches ip:port with scheme, without the target's path.
-func (s *Server) viaAgent(ctx context.Context, nodeName, scheme, ip, port string) (*url.URL, error) {
-	host, err := s.kubeletHost(ctx, nodeName)
-	if err != nil {
-		return nil, err
-	}
+// viaAgent is the URL of the /podProxy endpoint at which the agent
+// serving at host reaches ip:port with scheme, without the target's path.
+func viaAgent(host, scheme, ip, port string) *url.URL {
 	hostPort := ip
 	if port != "" {
 		hostPort = net.JoinHostPort(ip, port)
 	}
-	return &url.URL{Scheme: "https", Host: host, Path: "/podProxy/" + scheme + "/" + hostPort}, nil
+	return &url.URL{Scheme: "https", Host: host, Path: "/podProxy/" + scheme + "/" + hostPort}
 }
 
 // nodeTarget is where nodes/proxy goes, as upstream's node
@@ -156,11 +146,11 @@ func (s *Server) nodeTarget(ctx context.Context, ri *requestInfo, scheme, name, 
 		return nil, err
 	}
 	n := obj.(*corev1.Node)
+	host, err := nodereg.KubeletEndpoint(n)
+	if err != nil {
+		return nil, apierrors.NewServiceUnavailable(err.Error())
+	}
 	if port == "" || port == strconv.Itoa(int(n.Status.DaemonEndpoints.KubeletEndpoint.Port)) {
-		host, err := nodereg.KubeletEndpoint(n)
-		if err != nil {
-			return nil, apierrors.NewServiceUnavailable(err.Error())
-		}
 		return &url.URL{Scheme: "https", Host: host}, nil
 	}
 	ip := nodereg.PreferredAddress(n)
@@ -170,7 +160,7 @@ func (s *Server) nodeTarget(ctx context.Context, ri *requestInfo, scheme, name, 
 	if scheme == "" {
 		scheme = "http"
 	}
-	return s.viaAgent(ctx, name, scheme, ip, port)
+	return viaAgent(host, scheme, ip, port), nil
 }
 
 // podTarget is the node, IP and port of pods/proxy's pod: the port given,

@@ -155,6 +155,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
+	// As upstream's authentication filter: the credentials go no
+	// further than here (a proxied pod would see them).
+	r.Header.Del("Authorization")
 	if u, err = s.impersonate(r, u); err != nil {
 		writeError(w, r, err)
 		return

@@ -68,7 +68,8 @@ func (n *Network) SyncHostPorts(ports []HostPort) error {
 			return fmt.Errorf("host port %s: unknown protocol", p)
 		}
 		keys = append(keys, p.String())
-		loopback = loopback || p.HostIP.IsLoopback()
+		// A mapping on every address covers loopback too.
+		loopback = loopback || !p.HostIP.IsValid() || p.HostIP.IsLoopback()
 	}
 	slices.Sort(keys)
 	key := strings.Join(keys, ";")
@@ -122,15 +123,13 @@ func writeHostPortTable(conn *nftables.Conn, t *nftables.Table, ports []HostPort
 	}
 	post := conn.AddChain(&nftables.Chain{Table: t, Name: "postrouting", Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: &srcnat, Policy: &accept})
-	ifname := make([]byte, 16)
-	copy(ifname, BridgeName)
 	// ip saddr 127.0.0.0/8 oifname "svcnet0" masquerade
 	conn.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: masqIPv4.saddrOff, Len: 4},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte{255, 0, 0, 0}, Xor: make([]byte, 4)},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{127, 0, 0, 0}},
 		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameData(BridgeName)},
 		&expr.Masq{},
 	}})
 	for _, p := range ports {

@@ -53,6 +53,13 @@ func TestHostPorts(t *testing.T) {
 		{HostIP: netip.MustParseAddr("198.18.0.1"), HostPort: 54323, Protocol: "tcp", PodIP: ipB, PodPort: 8080},
 		{HostPort: 54324, Protocol: "tcp", PodIP: ipB, PodPort: 8080},
 	}
+	// On every address alone, loopback included.
+	if err := n.SyncHostPorts(ports[2:]); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sourceSeen(n.Dialer(), "127.0.0.1:54324", 5*time.Second); err != nil || got != b.IP.String()+" from 10.244.7.1" {
+		t.Errorf("127.0.0.1:54324 mapped on every address: %q (%v)", got, err)
+	}
 	for range 2 { // idempotent
 		if err := n.SyncHostPorts(ports); err != nil {
 			t.Fatal(err)
@@ -75,6 +82,7 @@ func TestHostPorts(t *testing.T) {
 		{"the node to 127.0.0.1", fromNode, "127.0.0.1:54323", a.IP.String() + " from " + gw},
 		{"the node to its address", fromNode, "198.18.0.1:54323", b.IP.String() + " from 198.18.0.1"},
 		{"the node to any address", fromNode, "10.244.7.1:54324", b.IP.String() + " from 10.244.7.1"},
+		{"the node to 127.0.0.1 of any address", fromNode, "127.0.0.1:54324", b.IP.String() + " from " + gw},
 		{"pod b to its own host port", fromB, "198.18.0.1:54323", b.IP.String() + " from " + gw},
 	} {
 		if got, err := sourceSeen(tc.from, tc.addr, 5*time.Second); err != nil || got != tc.want {

@@ -254,20 +254,25 @@ func writeMasqueradeTable(conn *nftables.Conn, name, inside string, s masquerade
 //	ip saddr POD-CIDR oifname != INSIDE ip daddr != @no-masquerade masquerade fully-random
 func masqueradeRule(f masqFamily, pods netip.Prefix, set, inside string) []expr.Any {
 	mask := netaddr.Mask(pods)
-	ifname := make([]byte, 16) // IFNAMSIZ, as nft compares names
-	copy(ifname, inside)
 	return []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.saddrOff, Len: f.addrLen},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: f.addrLen, Mask: mask, Xor: make([]byte, f.addrLen)},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: pods.Masked().Addr().AsSlice()},
 		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifname},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: ifnameData(inside)},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.daddrOff, Len: f.addrLen},
 		&expr.Lookup{SourceRegister: 1, SetName: set, Invert: true},
 		// Fully random ports, as kube-proxy's and kindnet's masquerade:
 		// no two pods race for one source port.
 		&expr.Masq{FullyRandom: true},
 	}
+}
+
+// ifnameData is an interface name as nft compares it: IFNAMSIZ bytes.
+func ifnameData(name string) []byte {
+	b := make([]byte, 16)
+	copy(b, name)
+	return b
 }
 
 // removeMasquerade deletes the pod network's tables in every family.

@@ -62,6 +62,21 @@ type Network struct {
 	// unknown).
 	hostPortMu      sync.Mutex
 	hostPortApplied *string
+	// changed, when set, is called after a sandbox is set up or torn
+	// down (the host ports follow the sandboxes' addresses).
+	changed func()
+}
+
+// OnSandboxChange has f called after each Setup and Teardown; set it
+// before the network is used.
+func (n *Network) OnSandboxChange(f func()) { n.changed = f }
+
+// SandboxIP is sandbox id's address, nil when it has none.
+func (n *Network) SandboxIP(id string) (net.IP, error) {
+	n.mu.Lock()
+	a := n.ipam
+	n.mu.Unlock()
+	return a.lookup(id)
 }
 
 // Sandbox is a pod's network: its namespace and address.
@@ -168,6 +183,9 @@ func (n *Network) Setup(id string) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n.changed != nil {
+		n.changed()
+	}
 	return sb, nil
 }
 
@@ -196,6 +214,9 @@ func (n *Network) Teardown(id string) error {
 	a := n.ipam
 	n.mu.Unlock()
 	errs = append(errs, a.release(id))
+	if n.changed != nil {
+		n.changed()
+	}
 	return errors.Join(errs...)
 }
 

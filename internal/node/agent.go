@@ -141,10 +141,8 @@ type Agent struct {
 
 	podLister  corelisters.PodLister
 	nodeLister corelisters.NodeLister
-	// hostPorts maps the node's ports of its pods' hostPorts.
-	hostPorts *syncLoop
-	static    *staticPods
-	nodeIP    net.IP
+	static     *staticPods
+	nodeIP     net.IP
 	// runCtx ends when the agent stops; informer handlers start pod
 	// workers under it.
 	runCtx context.Context
@@ -310,10 +308,12 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	if err != nil {
 		return err
 	}
-	a.hostPorts = newSyncLoop("the pods' host ports", a.syncHostPorts)
-	if _, err := informer.Handle(pods.Informer(), a.hostPorts.handler()); err != nil {
+	// Host ports follow the pods and their sandboxes.
+	hostPorts := newSyncLoop("the pods' host ports", a.syncHostPorts)
+	if _, err := informer.Handle(pods.Informer(), hostPorts.handler()); err != nil {
 		return err
 	}
+	a.net.OnSandboxChange(hostPorts.poke)
 	if _, err := informer.Handle(nodes.Informer(), a.attachHandler()); err != nil {
 		return err
 	}
@@ -347,7 +347,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	wg.Go(func() { a.relist(ctx) })
 	wg.Go(func() { a.watchLocalStorage(ctx) })
 	wg.Go(func() { routes.run(ctx) })
-	wg.Go(func() { a.hostPorts.run(ctx) })
+	wg.Go(func() { hostPorts.run(ctx) })
 	wg.Go(func() { a.static.run(ctx) })
 	if a.imageGC != nil {
 		wg.Go(func() { a.collectImages(ctx) })

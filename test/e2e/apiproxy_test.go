@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -147,6 +148,25 @@ spec:
 		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusMovedPermanently || loc != path+"/?method=GET" {
 			t.Errorf("GET %s: %d to %q, want 301 to %s/?method=GET", path, resp.StatusCode, loc, path)
 		}
+	}
+	// The caller's credentials stop at the API server: the pod sees no
+	// Authorization header (netexec's /header echoes it).
+	c.must("create", "clusterrolebinding", "proxy-caller", "--clusterrole=cluster-admin", "--serviceaccount=default:default")
+	withToken := rest.AnonymousClientConfig(cfg)
+	withToken.BearerToken = strings.TrimSpace(c.must("create", "token", "default"))
+	tokenRT, err := rest.TransportFor(withToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, cfg.Host+"/api/v1/namespaces/default/pods/http:echo:8080/proxy/header?key=Authorization", nil)
+	resp, err := tokenRT.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(seen) != 0 {
+		t.Errorf("the pod saw Authorization %q (%d), want none", seen, resp.StatusCode)
 	}
 	if out, err := c.kubectl("", "get", "--raw", "/api/v1/namespaces/default/pods/missing/proxy/"); err == nil || !strings.Contains(out, `pods "missing" not found`) {
 		t.Errorf("proxy to a missing pod: %v %q", err, out)

@@ -220,8 +220,8 @@ spec:
 		if ip == "" {
 			return "hostsdns has no IP"
 		}
-		cmd := "dig +short @" + ip + " notexistname.resolv.conf.local A; dig @" + ip + " other.example A | grep -o NXDOMAIN"
-		if out, err := c.kubectl("", "exec", "glibc", "--", "/bin/sh", "-c", cmd); err != nil || out != "1.1.1.1\nNXDOMAIN\n" {
+		cmd := "dig +short @" + ip + " notexistname.resolv.conf.local A; dig @" + ip + " other.example A | grep -o SERVFAIL"
+		if out, err := c.kubectl("", "exec", "glibc", "--", "/bin/sh", "-c", cmd); err != nil || out != "1.1.1.1\nSERVFAIL\n" {
 			return fmt.Sprintf("%s: %v %q", cmd, err, out)
 		}
 		return ""

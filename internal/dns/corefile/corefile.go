@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/svcnet/svcnet/internal/dns/hosts"
 )
 
@@ -89,14 +91,14 @@ func Parse(text string, readFile func(string) ([]byte, error)) (*Config, error) 
 		}
 	}
 	for _, d := range dirs {
-		if err := c.apply(d, readFile); err != nil {
+		if err := c.apply(d, keys, readFile); err != nil {
 			return nil, fmt.Errorf("plugin %s: %w", d.name, err)
 		}
 	}
 	return c, nil
 }
 
-func (c *Config) apply(d directive, readFile func(string) ([]byte, error)) error {
+func (c *Config) apply(d directive, keys []string, readFile func(string) ([]byte, error)) error {
 	switch d.name {
 	case "errors", "loop", "loadbalance":
 		// svcnet's server always logs errors, drops an upstream that is the
@@ -122,7 +124,7 @@ func (c *Config) apply(d directive, readFile func(string) ([]byte, error)) error
 	case "kubernetes":
 		return c.kubernetes(d)
 	case "hosts":
-		return c.hosts(d, readFile)
+		return c.hosts(d, keys, readFile)
 	case "forward":
 		return c.forward(d, readFile)
 	case "cache":
@@ -179,8 +181,9 @@ func (c *Config) kubernetes(d directive) error {
 
 // hosts reads `hosts [FILE [ZONES...]] { ENTRIES; ttl; fallthrough;
 // no_reverse; reload }`: FILE (/etc/hosts by default; a missing one is
-// skipped, as CoreDNS only warns) and the inline entries.
-func (c *Config) hosts(d directive, readFile func(string) ([]byte, error)) error {
+// skipped, as CoreDNS only warns) and the inline entries, answered in
+// ZONES (by default the server block's).
+func (c *Config) hosts(d directive, keys []string, readFile func(string) ([]byte, error)) error {
 	var ttl uint32
 	fall := false
 	var inline []string
@@ -206,6 +209,20 @@ func (c *Config) hosts(d directive, readFile func(string) ([]byte, error)) error
 	file := "/etc/hosts"
 	if len(d.args) > 0 {
 		file = d.args[0]
+	}
+	// Its zones: those named after the file, else the server block's.
+	zones := keys
+	if len(d.args) > 1 {
+		zones = d.args[1:]
+	}
+	for _, z := range zones {
+		z = strings.TrimPrefix(z, "dns://")
+		if i := strings.LastIndexByte(z, ':'); i >= 0 {
+			z = z[:i]
+		}
+		if z = dns.CanonicalName(z); z != "." {
+			t.Zones = append(t.Zones, z)
+		}
 	}
 	if b, err := readFile(file); err == nil {
 		t.Parse(string(b))

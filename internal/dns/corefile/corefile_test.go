@@ -74,9 +74,9 @@ func TestHostsCorefile(t *testing.T) {
 		"notexistname.resolv.conf.local.": "notexistname.resolv.conf.local.\t60\tIN\tA\t1.1.1.1",
 		"localhost.":                      "localhost.\t60\tIN\tA\t127.0.0.1", // the file's
 	} {
-		rrs, known := c.Hosts.Lookup(dns.Question{Name: name, Qtype: dns.TypeA, Qclass: dns.ClassINET})
-		if !known || len(rrs) != 1 || rrs[0].String() != want {
-			t.Errorf("%s: %v %v, want %q", name, rrs, known, want)
+		rrs, _, next := c.Hosts.Serve(dns.Question{Name: name, Qtype: dns.TypeA, Qclass: dns.ClassINET})
+		if next || len(rrs) != 1 || rrs[0].String() != want {
+			t.Errorf("%s: %v next=%v, want %q", name, rrs, next, want)
 		}
 	}
 }
@@ -97,7 +97,8 @@ consul.local:53 {
 	}
 	if c.Port != 1053 || c.Kubeconfig != "/etc/coredns/kubeconfig" || c.Context != "admin" || c.TTL != 5 || c.Health != "" ||
 		!reflect.DeepEqual(c.Forward, []string{"1.1.1.1:53", "9.9.9.9:5353", "[2001:db8::1]:53"}) ||
-		!reflect.DeepEqual(c.Ignored, []string{"server block consul.local:53", "rewrite", "log"}) || c.Hosts == nil {
+		!reflect.DeepEqual(c.Ignored, []string{"server block consul.local:53", "rewrite", "log"}) ||
+		c.Hosts == nil || !reflect.DeepEqual(c.Hosts.Zones, []string{"cluster.local."}) {
 		t.Errorf("got %+v", c)
 	}
 	for _, bad := range []string{

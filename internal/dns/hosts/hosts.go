@@ -6,6 +6,7 @@ package hosts
 import (
 	"bufio"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -19,8 +20,12 @@ type Table struct {
 	ttl   uint32
 	addrs map[string][]netip.Addr // by FQDN, lower case
 	names map[string][]string     // by reverse (in-addr.arpa) name
+	// Zones are the names it answers for (all, when empty); PTR
+	// questions are answered whatever their zone.
+	Zones []string
 	// Fallthrough sends questions for names it does not hold on to the
-	// next plugin; without it they are NXDOMAIN.
+	// next plugin; without it they fail (SERVFAIL: a hosts file has no
+	// SOA to deny them with).
 	Fallthrough bool
 }
 
@@ -62,33 +67,45 @@ func (t *Table) Add(addr string, names ...string) {
 	}
 }
 
-// Lookup answers q from the table: known says it holds the name (its
-// records of q's type may be none).
-func (t *Table) Lookup(q dns.Question) (answer []dns.RR, known bool) {
+// Serve answers q as CoreDNS's hosts plugin does: next is set when the
+// question goes on to the next plugin (a name outside its zones, a PTR
+// of an address it does not hold, a name it does not hold with
+// fallthrough); otherwise rcode and answer are the reply: the records of
+// q's type (none for a name that has only others), or SERVFAIL for a
+// name it does not hold.
+func (t *Table) Serve(q dns.Question) (answer []dns.RR, rcode int, next bool) {
 	name := dns.CanonicalName(q.Name)
-	hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: t.ttl}
-	if targets, ok := t.names[name]; ok {
-		if q.Qtype == dns.TypePTR {
-			hdr.Rrtype = dns.TypePTR
-			for _, n := range targets {
-				answer = append(answer, &dns.PTR{Hdr: hdr, Ptr: n})
-			}
+	if q.Qtype == dns.TypePTR {
+		targets := t.names[name]
+		if len(targets) == 0 {
+			return nil, 0, true
 		}
-		return answer, true
+		for _, n := range targets {
+			answer = append(answer, &dns.PTR{Hdr: t.header(q, dns.TypePTR), Ptr: n})
+		}
+		return answer, dns.RcodeSuccess, false
 	}
-	addrs, ok := t.addrs[name]
-	if !ok {
-		return nil, false
+	if len(t.Zones) > 0 && !slices.ContainsFunc(t.Zones, func(z string) bool { return dns.IsSubDomain(z, name) }) {
+		return nil, 0, true
+	}
+	addrs, known := t.addrs[name]
+	if !known {
+		if t.Fallthrough {
+			return nil, 0, true
+		}
+		return nil, dns.RcodeServerFailure, false
 	}
 	for _, a := range addrs {
 		switch {
 		case q.Qtype == dns.TypeA && a.Is4():
-			hdr.Rrtype = dns.TypeA
-			answer = append(answer, &dns.A{Hdr: hdr, A: a.AsSlice()})
+			answer = append(answer, &dns.A{Hdr: t.header(q, dns.TypeA), A: a.AsSlice()})
 		case q.Qtype == dns.TypeAAAA && a.Is6():
-			hdr.Rrtype = dns.TypeAAAA
-			answer = append(answer, &dns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
+			answer = append(answer, &dns.AAAA{Hdr: t.header(q, dns.TypeAAAA), AAAA: a.AsSlice()})
 		}
 	}
-	return answer, true
+	return answer, dns.RcodeSuccess, false
+}
+
+func (t *Table) header(q dns.Question, rrtype uint16) dns.RR_Header {
+	return dns.RR_Header{Name: q.Name, Rrtype: rrtype, Class: dns.ClassINET, Ttl: t.ttl}
 }

@@ -159,15 +159,9 @@ func (s *Server) answer(ctx context.Context, req *dns.Msg) (*dns.Msg, string) {
 	}
 	q := req.Question[0]
 	if s.hosts != nil {
-		// A name it does not hold goes on with fallthrough, else it
-		// does not exist.
-		if rrs, known := s.hosts.Lookup(q); known || !s.hosts.Fallthrough {
-			rcode := dns.RcodeSuccess
-			if !known {
-				rcode = dns.RcodeNameError
-			}
+		if rrs, rcode, next := s.hosts.Serve(q); !next {
 			resp.SetRcode(req, rcode)
-			resp.Authoritative = true
+			resp.Authoritative = rcode == dns.RcodeSuccess
 			resp.Answer = rrs
 			return resp, forwardZone
 		}

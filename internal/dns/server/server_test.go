@@ -243,9 +243,9 @@ type exchangeFunc func(*dns.Msg) (*dns.Msg, error)
 
 func (f exchangeFunc) Exchange(_ context.Context, req *dns.Msg) (*dns.Msg, error) { return f(req) }
 
-// The hosts table answers first; a name it does not hold is NXDOMAIN
-// without fallthrough, and goes on to the cluster's records and the
-// forwarder with it. A server may have no cluster records at all.
+// The hosts table answers first; a name it does not hold fails without
+// fallthrough, and goes on to the cluster's records and the forwarder
+// with it. A server may have no cluster records at all.
 func TestHostsAnswerFirst(t *testing.T) {
 	h := hosts.New(0)
 	h.Add("1.1.1.1", "web.default.svc.cluster.local", "notexistname.resolv.conf.local")
@@ -273,7 +273,7 @@ func TestHostsAnswerFirst(t *testing.T) {
 		describe string
 	}{
 		{false, nil, "notexistname.resolv.conf.local.", "1.1.1.1", "a hosts name"},
-		{false, nil, "other.example.", "NXDOMAIN", "another name, no fallthrough"},
+		{false, nil, "other.example.", "SERVFAIL", "another name, no fallthrough"},
 		{true, nil, "other.example.", "192.0.2.1", "another name, fallthrough, no records"},
 		{true, ix, "web.default.svc.cluster.local.", "1.1.1.1", "hosts before the cluster's records"},
 		{true, ix, "db.default.svc.cluster.local.", "10.96.0.30", "a cluster name, fallthrough"},

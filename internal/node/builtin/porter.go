@@ -70,10 +70,8 @@ func porter(ctx context.Context, args []string) error {
 		key, value, _ := strings.Cut(kv, "=")
 		var err error
 		switch {
-		case strings.HasPrefix(key, "SERVE_PORT_"):
-			err = listenHTTP(strings.TrimPrefix(key, "SERVE_PORT_"), answer(value), nil)
-		case strings.HasPrefix(key, "SERVE_TCP_PORT_"):
-			err = listenHTTP(strings.TrimPrefix(key, "SERVE_TCP_PORT_"), answer(value), nil)
+		case strings.HasPrefix(key, "SERVE_PORT_") || strings.HasPrefix(key, "SERVE_TCP_PORT_"):
+			err = listenHTTP(key[strings.LastIndexByte(key, '_')+1:], answer(value), nil)
 		case strings.HasPrefix(key, "SERVE_TLS_PORT_"):
 			var cfg *tls.Config
 			if cfg, err = porterTLS(); err == nil {
