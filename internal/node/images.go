@@ -38,6 +38,11 @@ type Image struct {
 	// the image's tools after the PATH's own, as an Alpine base image's
 	// busybox does under the packages installed over it.
 	Applets string `json:"applets,omitempty"`
+	// LocalhostCert says the image holds /localhost.crt and
+	// /localhost.key, a certificate for localhost that signs itself, as
+	// agnhost's image does (its test-webserver serves the first, which
+	// upstream's StatefulSet tests move away to fail a readiness probe).
+	LocalhostCert bool `json:"localhostCert,omitempty"`
 	// Executables are host programs the image holds (curl): under runc
 	// the node puts those the host has, with their libraries, into the
 	// image it assembles; host processes find them on the host's PATH.
@@ -56,7 +61,7 @@ func DefaultImages() ImageTable {
 	// conformance pods expect.
 	// Its image holds coredns too, which upstream's DNS tests run.
 	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}, Cmd: []string{"pause"}, Applets: "busybox",
-		Programs:    map[string]string{"/coredns": builtin.CoreDNS},
+		Programs: map[string]string{"/coredns": builtin.CoreDNS}, LocalhostCert: true,
 		Executables: []string{"curl", "wget", "nc", "dig", "nslookup", "host", "ip", "getent"}}
 	pause := Image{Builtin: builtin.Pause, Binaries: []string{"/pause", "pause"}}
 	busybox := Image{Host: "busybox", Cmd: []string{"sh"}}

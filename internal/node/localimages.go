@@ -98,6 +98,14 @@ func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images
 		}
 		base = append(base, files...)
 	}
+	if entry.LocalhostCert {
+		cert, key, err := builtin.LocalhostCertificate()
+		if err != nil {
+			return nil, err
+		}
+		base = append(base, images.File{Path: "/localhost.crt", Data: cert, Mode: 0o644},
+			images.File{Path: "/localhost.key", Data: key, Mode: 0o600})
+	}
 	var program []images.File
 	// The image's own paths of built-in programs (agnhost's /agnhost and
 	// /coredns) run them as well.

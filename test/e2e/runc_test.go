@@ -161,6 +161,25 @@ spec:
 	if out, err := c.kubectl("", "exec", "execpod", "--", "/agnhost", "dns-suffix"); err != nil || !strings.HasPrefix(out, "default.svc.cluster.local,svc.cluster.local,cluster.local") {
 		t.Errorf("/agnhost dns-suffix: %v %q", err, out)
 	}
+	// Upstream's StatefulSet tests fail a test-webserver pod's readiness
+	// by moving the image's /localhost.crt away, and mend it by moving
+	// it back.
+	c.withStdin(`apiVersion: v1
+kind: Pod
+metadata: {name: webserver}
+spec:
+  nodeName: `+nodeName+`
+  containers:
+  - name: main
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [test-webserver]
+    readinessProbe: {httpGet: {path: /localhost.crt, port: 80}, periodSeconds: 1, failureThreshold: 1}
+`, "apply", "-f", "-")
+	c.waitReady("webserver", "True", 60*time.Second)
+	c.must("exec", "webserver", "--", "/bin/sh", "-c", "mv -v /localhost.crt /tmp/")
+	c.waitReady("webserver", "False", 30*time.Second)
+	c.must("exec", "webserver", "--", "/bin/sh", "-c", "mv -v /tmp/localhost.crt /")
+	c.waitReady("webserver", "True", 30*time.Second)
 	// Upstream's EmptyDir tests: agnhost mounttest in the container
 	// reports a memory-backed emptyDir as tmpfs and writes its file with
 	// the mode asked for.

@@ -21,10 +21,11 @@ import (
 
 // testWebserver serves any file of the container's filesystem named by
 // the request's path, as agnhost's test-webserver does, with its headers.
-// The container shares the host's filesystem, so the one file of the
-// agnhost image that upstream's tests fetch, /localhost.crt (porter's
-// certificate for localhost, which the StatefulSet tests probe), is
-// served from memory where the host has none.
+// Under runc the container's filesystem is agnhost's assembled image,
+// with its /localhost.crt (porter's certificate for localhost, which the
+// StatefulSet tests probe and move away to fail the probe); a host
+// process shares the host's filesystem, so that file is served from
+// memory there.
 func testWebserver(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("test-webserver", flag.ContinueOnError)
 	port := fs.Int("port", 80, "port to serve on")
@@ -45,7 +46,7 @@ func testWebserver(ctx context.Context, args []string) error {
 		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
 		h.Set("Access-Control-Allow-Headers", "DNT,X-Mx-ReqToken,Keep-Alive,User-Agent,X-Requested-With,Cache-Control,Content-Type")
 		r.Header.Del("If-Modified-Since")
-		if r.URL.Path == "/localhost.crt" {
+		if r.URL.Path == "/localhost.crt" && !inAgnhostImage() {
 			if _, err := os.Stat("/localhost.crt"); errors.Is(err, os.ErrNotExist) {
 				_, _ = w.Write(cert)
 				return
@@ -53,6 +54,29 @@ func testWebserver(ctx context.Context, args []string) error {
 		}
 		files.ServeHTTP(w, r)
 	}))
+}
+
+// inAgnhostImage reports a container of agnhost's image, which has its
+// /localhost.key (a host process sees the host's files instead).
+func inAgnhostImage() bool {
+	_, err := os.Stat("/localhost.key")
+	return err == nil
+}
+
+// LocalhostCertificate is a certificate for localhost (and 127.0.0.1,
+// ::1) that signs itself and its key, PEM-encoded, as the agnhost image's
+// localhost.crt and localhost.key.
+func LocalhostCertificate() (cert, key []byte, err error) {
+	pair, err := localhostKeyPair()
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(pair.PrivateKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode localhost key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pair.Certificate[0]}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
 // localhostKeyPair is a key and a certificate for localhost (and
