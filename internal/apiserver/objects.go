@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/admission"
 	"github.com/svcnet/svcnet/internal/auth/authn"
@@ -469,7 +470,9 @@ func (s *Server) prepareUpdate(ctx context.Context, res *registry.Resource, ns, 
 	case ownRules:
 		subres.PrepareForUpdate(desired, cur)
 	}
-	if res.Generation && !specEqual(desired, cur) {
+	// A binding sets spec.nodeName without a new generation, as
+	// upstream's binding writes the pod directly.
+	if res.Generation && sub != "binding" && !specEqual(desired, cur) {
 		a.SetGeneration(ca.GetGeneration() + 1)
 	}
 	errs := validation.ValidateObjectMetaAccessorUpdate(a, ca, field.NewPath("metadata"))
@@ -577,6 +580,13 @@ func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name st
 				if na.GetDeletionGracePeriodSeconds() == nil {
 					na.SetDeletionGracePeriodSeconds(&zero)
 				}
+			}
+			// As upstream's BeforeDelete and markAsDeleting: a deletion
+			// that starts (or shortens its grace) is a new generation of
+			// an object that counts them.
+			if ca, _ := meta.Accessor(cur); na.GetGeneration() > 0 && (ca.GetDeletionTimestamp() == nil ||
+				!ptr.Equal(ca.GetDeletionGracePeriodSeconds(), na.GetDeletionGracePeriodSeconds())) {
+				na.SetGeneration(na.GetGeneration() + 1)
 			}
 			if dryRun {
 				return next, false, nil

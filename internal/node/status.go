@@ -28,6 +28,8 @@ func (a *Agent) podStatus(pod *corev1.Pod, runs []*container, waiting map[string
 		StartTime:         old.StartTime,
 		HostIP:            a.nodeIP.String(),
 		HostIPs:           []corev1.HostIP{{IP: a.nodeIP.String()}},
+		// The generation of the spec this status was made from.
+		ObservedGeneration: pod.Generation,
 	}
 	if podTerminal(pod) {
 		// Why it ended (Evicted and the eviction's message) stays.
@@ -123,7 +125,7 @@ func (a *Agent) podStatus(pod *corev1.Pod, runs []*container, waiting map[string
 
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	cond := func(t corev1.PodConditionType, ok bool, reason, msg string) {
-		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: now}
+		c := corev1.PodCondition{Type: t, ObservedGeneration: pod.Generation, Status: corev1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: now}
 		if ok {
 			c.Status, c.Reason, c.Message = corev1.ConditionTrue, "", ""
 			if terminal && reason == "PodCompleted" {

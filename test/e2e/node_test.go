@@ -668,3 +668,24 @@ func TestNodeDiskPressure(t *testing.T) {
 		t.Errorf("DiskPressure once space is back: %s", out)
 	}
 }
+
+// TestPodObservedGeneration: the node reports the generation of the spec
+// its status was made from, in the status and the conditions it owns, as
+// upstream's pod generation conformance tests wait for.
+func TestPodObservedGeneration(t *testing.T) {
+	needRoot(t)
+	c := startNodeCluster(t)
+	c.pod("gen", "registry.k8s.io/pause:3.10", "")
+	c.waitReady("gen", "True", 60*time.Second)
+	if g := c.jsonpath("pod", "gen", "{.metadata.generation}"); g != "1" {
+		t.Fatalf("a running pod's generation %s, want 1", g)
+	}
+	c.must("patch", "pod", "gen", "-p", `{"spec":{"activeDeadlineSeconds":5000}}`)
+	eventually(t, 30*time.Second, func() string {
+		got := c.jsonpath("pod", "gen", `{.metadata.generation} {.status.observedGeneration} {.status.conditions[?(@.type=="Ready")].observedGeneration}`)
+		if got != "2 2 2" {
+			return "generation, observed and Ready's observed: " + got
+		}
+		return ""
+	})
+}
