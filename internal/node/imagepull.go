@@ -156,6 +156,15 @@ func (a *Agent) ociContainer(pod *corev1.Pod, sb *sandbox, c *corev1.Container, 
 	if err := a.seccomp(pod, c, oc); err != nil {
 		return nil, err
 	}
+	if psc := pod.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
+		// The pod's, set in each of its containers' namespaces (IPC
+		// namespaces are a container's own here; the network one is
+		// the pod's).
+		oc.Sysctls = map[string]string{}
+		for _, sc := range psc.Sysctls {
+			oc.Sysctls[sysctlName(sc.Name)] = sc.Value
+		}
+	}
 	if sc := c.SecurityContext; sc != nil {
 		oc.ReadOnlyRoot = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem
 		oc.Privileged = sc.Privileged != nil && *sc.Privileged
@@ -264,4 +273,22 @@ func (a *Agent) user(pod *corev1.Pod, c *corev1.Container, img *images.Image, im
 		}
 	}
 	return uid, gid, nil
+}
+
+// sysctlName is a sysctl's name with dots between its parts, as the
+// kubelet normalizes one given with slashes (kernel/shm_rmid_forced, or
+// net/ipv4/conf/eno2.100/rp_filter, where a dot belongs to a part).
+func sysctlName(name string) string {
+	if i := strings.IndexAny(name, "./"); i < 0 || name[i] == '.' {
+		return name
+	}
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '/':
+			return '.'
+		case '.':
+			return '/'
+		}
+		return r
+	}, name)
 }

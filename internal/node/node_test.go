@@ -188,3 +188,17 @@ func TestPodHostname(t *testing.T) {
 		}
 	}
 }
+
+func TestSysctlName(t *testing.T) {
+	for in, want := range map[string]string{
+		"kernel.shm_rmid_forced":              "kernel.shm_rmid_forced",
+		"kernel/shm_rmid_forced":              "kernel.shm_rmid_forced",
+		"net/ipv4/conf/eno2.100/rp_filter":    "net.ipv4.conf.eno2/100.rp_filter",
+		"net.ipv4.conf.eno2/100.rp_filter":    "net.ipv4.conf.eno2/100.rp_filter",
+		"net.ipv4.ip_unprivileged_port_start": "net.ipv4.ip_unprivileged_port_start",
+	} {
+		if got := sysctlName(in); got != want {
+			t.Errorf("sysctlName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -202,6 +202,30 @@ spec:
 		}
 		return ""
 	})
+	// A pod's sysctls are set in its containers (upstream's Sysctls
+	// conformance test), with a slash-separated name too.
+	c.withStdin(`apiVersion: v1
+kind: Pod
+metadata: {name: sysctl}
+spec:
+  nodeName: `+nodeName+`
+  restartPolicy: Never
+  securityContext:
+    sysctls: [{name: kernel/shm_rmid_forced, value: "1"}]
+  containers:
+  - name: main
+    image: busybox
+    command: [sysctl, kernel.shm_rmid_forced]
+`, "apply", "-f", "-")
+	eventually(t, 60*time.Second, func() string {
+		if phase := c.jsonpath("pod", "sysctl", "{.status.phase}"); phase != "Succeeded" {
+			return "sysctl pod " + phase
+		}
+		return ""
+	})
+	if out := c.must("logs", "sysctl"); !strings.Contains(out, "kernel.shm_rmid_forced = 1") {
+		t.Errorf("sysctl kernel.shm_rmid_forced printed %q, want 1", out)
+	}
 	if out := c.must("logs", "mounttest"); !strings.Contains(out, `mount type of "/v": tmpfs`) || !strings.Contains(out, `perms of file "/v/f": -rw-r--r--`) {
 		t.Errorf("agnhost mounttest printed %q", out)
 	}

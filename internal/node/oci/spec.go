@@ -117,6 +117,8 @@ type Container struct {
 	MemoryLimit int64
 	CPUQuota    int64
 	CPUShares   uint64
+	// Sysctls are the pod's namespaced kernel parameters, by dotted name.
+	Sysctls map[string]string
 }
 
 // Mount is a file or directory of the host bound into the container.
@@ -210,6 +212,7 @@ func Spec(c Container) *specs.Spec {
 				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace, Path: c.NetNS},
 			},
 			Resources: resources(c),
+			Sysctl:    c.Sysctls,
 		},
 	}
 	switch {
