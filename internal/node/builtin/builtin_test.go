@@ -13,6 +13,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // freePort is a port of 127.0.0.1 free for network ("tcp" or "udp") when
@@ -317,5 +322,51 @@ func TestNetexecUDPListenAddresses(t *testing.T) {
 	}
 	if err := agnhost(context.Background(), []string{"netexec", "--udp-listen-addresses=nope"}); err == nil || !strings.Contains(err.Error(), "invalid address nope") {
 		t.Errorf("a bad address: %v", err)
+	}
+}
+
+// agnhost grpc-health-checking answers gRPC's health checks as upstream's
+// gRPC probe tests expect: SERVING, NOT_SERVING once /make-not-serving is
+// called, SERVING again after /make-serving, NOT_FOUND for another name.
+func TestGRPCHealthChecking(t *testing.T) {
+	port, httpPort := freePort(t, "tcp"), freePort(t, "tcp")
+	startAgnhost(t, "grpc-health-checking", fmt.Sprintf("--port=%d", port), fmt.Sprintf("--http-port=%d", httpPort))
+	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", port), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	check := func(service string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			return status.Code(err).String()
+		}
+		return resp.Status.String()
+	}
+	control := func(path string) {
+		t.Helper()
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", httpPort, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if got := check(""); got != "SERVING" {
+		t.Errorf("at start: %s", got)
+	}
+	if got := check("other"); got != "NotFound" {
+		t.Errorf("another service: %s", got)
+	}
+	control("/make-not-serving")
+	if got := check(""); got != "NOT_SERVING" {
+		t.Errorf("after /make-not-serving: %s", got)
+	}
+	control("/make-serving")
+	if got := check(""); got != "SERVING" {
+		t.Errorf("after /make-serving: %s", got)
 	}
 }
