@@ -216,7 +216,27 @@ spec:
   - name: main
     image: busybox
     command: [sysctl, kernel.shm_rmid_forced]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: privileged}
+spec:
+  nodeName: `+nodeName+`
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    command: ["true"]
+    securityContext: {privileged: true}
 `, "apply", "-f", "-")
+	// A privileged container gets every capability the node has (where
+	// the machine lacks one, asking runc for it would fail the start).
+	eventually(t, 60*time.Second, func() string {
+		if phase := c.jsonpath("pod", "privileged", "{.status.phase}"); phase != "Succeeded" {
+			return "privileged pod " + phase + ": " + c.jsonpath("pod", "privileged", "{.status.containerStatuses[0].state}")
+		}
+		return ""
+	})
 	eventually(t, 60*time.Second, func() string {
 		if phase := c.jsonpath("pod", "sysctl", "{.status.phase}"); phase != "Succeeded" {
 			return "sysctl pod " + phase

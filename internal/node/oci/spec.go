@@ -10,8 +10,11 @@ package oci
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/containerd/containerd/v2/contrib/seccomp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -146,13 +149,48 @@ var allCapabilities = []string{
 	"CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
 }
 
+// currentCapabilities are the capabilities of the node's own bounding
+// set, which containerd gives for "all" (WithAllCurrentCapabilities): a
+// container cannot be given one the node lacks (runc fails with EPERM,
+// as where the machine itself runs without CAP_SYS_RESOURCE).
+var currentCapabilities = sync.OnceValue(func() []string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return slices.Clone(allCapabilities)
+	}
+	return boundingCapabilities(string(b))
+})
+
+// boundingCapabilities are the capabilities named in a /proc/PID/status
+// text's CapBnd mask (all of them when it has none).
+func boundingCapabilities(status string) []string {
+	for line := range strings.Lines(status) {
+		hex, ok := strings.CutPrefix(line, "CapBnd:")
+		if !ok {
+			continue
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+		if err != nil {
+			break
+		}
+		var out []string
+		for i, c := range allCapabilities {
+			if mask&(1<<i) != 0 {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	return slices.Clone(allCapabilities)
+}
+
 // Capabilities is the set containerd's CRI gives a container: every
 // capability when privileged; otherwise the default set, or all of them
 // with "ALL" added, or none with "ALL" dropped, then the other adds, then
 // the other drops (which win).
 func Capabilities(add, drop []string, privileged bool) []string {
 	if privileged {
-		return slices.Clone(allCapabilities)
+		return slices.Clone(currentCapabilities())
 	}
 	norm := func(c string) string {
 		c = strings.ToUpper(c)
@@ -164,7 +202,7 @@ func Capabilities(add, drop []string, privileged bool) []string {
 	add, drop = normAll(add, norm), normAll(drop, norm)
 	caps := slices.Clone(DefaultCapabilities)
 	if slices.Contains(add, "ALL") {
-		caps = slices.Clone(allCapabilities)
+		caps = slices.Clone(currentCapabilities())
 	}
 	if slices.Contains(drop, "ALL") {
 		caps = nil

@@ -109,3 +109,18 @@ func TestSpec(t *testing.T) {
 		t.Errorf("RuntimeDefault: %+v, want containerd's profile (errno unless allowed)", def)
 	}
 }
+
+// "All" capabilities are those of the node's own bounding set, as
+// containerd's: a machine without CAP_SYS_RESOURCE gives none.
+func TestBoundingCapabilities(t *testing.T) {
+	got := boundingCapabilities("Name:\tsvcnet\nCapPrm:\t000001fffeffffff\nCapBnd:\t000001fffeffffff\n")
+	if len(got) != len(allCapabilities)-1 || slices.Contains(got, "CAP_SYS_RESOURCE") || !slices.Contains(got, "CAP_CHECKPOINT_RESTORE") {
+		t.Errorf("CapBnd 1fffeffffff: %v", got)
+	}
+	if got := boundingCapabilities("CapBnd:\t0000000000000001\n"); !slices.Equal(got, []string{"CAP_CHOWN"}) {
+		t.Errorf("CapBnd 1: %v", got)
+	}
+	if got := boundingCapabilities("Name:\tx\n"); len(got) != len(allCapabilities) {
+		t.Errorf("no CapBnd: %d capabilities", len(got))
+	}
+}
