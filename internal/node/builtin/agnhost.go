@@ -21,7 +21,7 @@ import (
 // agnhost runs one of agnhost's subcommands.
 func agnhost(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|connect|porter|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking] [flags]")
+		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|connect|porter|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator] [flags]")
 	}
 	switch args[0] {
 	case "netexec":
@@ -48,8 +48,10 @@ func agnhost(ctx context.Context, args []string) error {
 		return mounttest(args[1:])
 	case "grpc-health-checking":
 		return grpcHealthChecking(ctx, args[1:])
+	case "logs-generator":
+		return logsGenerator(ctx, args[1:])
 	}
-	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect, porter, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking)", args[0])
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect, porter, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator)", args[0])
 }
 
 // connect tries a TCP connection (or a UDP exchange) to host:port and

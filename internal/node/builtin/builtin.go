@@ -3,7 +3,7 @@
 // default page), agnhost's subcommands as upstream's e2e tests use them
 // (netexec, serve-hostname, test-webserver, pause, connect, porter,
 // dns-suffix, dns-server-list, etc-hosts, mounttest,
-// grpc-health-checking), hashicorp/http-echo, coredns
+// grpc-health-checking, logs-generator), hashicorp/http-echo, coredns
 // (svcnet's cluster DNS, configured by a Corefile) and svcnet's ingress
 // controller. Each runs as a container's process (`svcnet node image NAME --ports=P,... -- ARGS`), so it sees the
 // pod's network, hostname and signals as the real image would.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -368,5 +369,26 @@ func TestGRPCHealthChecking(t *testing.T) {
 	control("/make-serving")
 	if got := check(""); got != "SERVING" {
 		t.Errorf("after /make-serving: %s", got)
+	}
+}
+
+// agnhost logs-generator writes its lines in klog's format, numbered,
+// which upstream's kubectl logs tests count and filter.
+func TestLogsGenerator(t *testing.T) {
+	var b strings.Builder
+	if err := generateLogs(context.Background(), &b, 3, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines: %q", len(lines), b.String())
+	}
+	for i, l := range lines {
+		if !regexp.MustCompile(fmt.Sprintf(`^I\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ logs_generator\.go:67\] %d (GET|POST|PUT) /api/v1/namespaces/[a-z-]+/pods/\w{3,4} \d{3}$`, i)).MatchString(l) {
+			t.Errorf("line %d: %q", i, l)
+		}
+	}
+	if err := agnhost(context.Background(), []string{"logs-generator", "--log-lines-total", "0", "--run-duration", "1s"}); err == nil {
+		t.Error("no lines: no error")
 	}
 }
