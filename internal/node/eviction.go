@@ -53,7 +53,7 @@ func (a *Agent) watchLocalStorage(ctx context.Context) {
 			}
 			if msg := a.localStorageExceeded(pod); msg != "" {
 				w.mu.Lock()
-				w.evict = msg
+				w.end = &podEnd{reason: "Evicted", message: msg, disruption: true}
 				w.mu.Unlock()
 				w.poke()
 			}
@@ -126,10 +126,33 @@ func containerDiskUsage(c *container) int64 {
 	return n
 }
 
-// evictPod kills the pod's containers at once and records its eviction.
-func (a *Agent) evictPod(ctx context.Context, pod *corev1.Pod, msg string) error {
+// podEnd is how the kubelet ends a running pod itself: its status
+// reason and message (and event), and whether it is a disruption (an
+// eviction) that the DisruptionTarget condition records.
+type podEnd struct {
+	reason, message string
+	disruption      bool
+}
+
+// deadlineExceededMessage is the kubelet's for a pod past its
+// activeDeadlineSeconds.
+const deadlineExceededMessage = "Pod was active on the node longer than the specified deadline"
+
+// activeDeadlineLeft is the time left of the pod's activeDeadlineSeconds,
+// counted from its start on the node; set reports whether it has one.
+func activeDeadlineLeft(pod *corev1.Pod, now time.Time) (left time.Duration, set bool) {
+	if pod.Spec.ActiveDeadlineSeconds == nil || pod.Status.StartTime == nil {
+		return 0, false
+	}
+	end := pod.Status.StartTime.Add(time.Duration(*pod.Spec.ActiveDeadlineSeconds) * time.Second)
+	return end.Sub(now), true
+}
+
+// endPod kills the pod's containers at once and records why, as the
+// kubelet's eviction manager and active deadline handler do.
+func (a *Agent) endPod(ctx context.Context, pod *corev1.Pod, end *podEnd) error {
 	uid := string(pod.UID)
-	a.event(pod, "", corev1.EventTypeWarning, "Evicted", msg)
+	a.event(pod, "", corev1.EventTypeWarning, end.reason, end.message)
 	var now time.Duration
 	if err := a.killContainers(ctx, uid, pod, &now); err != nil {
 		return err
@@ -139,13 +162,15 @@ func (a *Agent) evictPod(ctx context.Context, pod *corev1.Pod, msg string) error
 		return err
 	}
 	st := a.podStatus(pod, runs, nil, false)
-	st.Phase, st.Reason, st.Message = corev1.PodFailed, "Evicted", msg
-	cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet",
-		Message: msg, LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second))}
-	if c := findCondition(st.Conditions, corev1.DisruptionTarget); c != nil {
-		*c = cond
-	} else {
-		st.Conditions = append(st.Conditions, cond)
+	st.Phase, st.Reason, st.Message = corev1.PodFailed, end.reason, end.message
+	if end.disruption {
+		cond := corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet",
+			Message: end.message, LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second))}
+		if c := findCondition(st.Conditions, corev1.DisruptionTarget); c != nil {
+			*c = cond
+		} else {
+			st.Conditions = append(st.Conditions, cond)
+		}
 	}
 	return errors.Join(a.updateStatus(ctx, pod, st), a.net.Teardown(uid))
 }

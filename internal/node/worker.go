@@ -31,11 +31,12 @@ type podWorker struct {
 	// sync, which the relist loop watches for exits.
 	running []string
 	timer   *time.Timer
-	// evict is the message of an eviction the pod is due for (local
-	// storage over its limits), evicted set once it is done: the pod is
-	// then finished, whatever its phase in a stale copy says.
-	evict   string
-	evicted bool
+	// end is the kubelet's ending the pod is due for (an eviction for
+	// local storage over its limits, its active deadline), ended set once
+	// it is done: the pod is then finished, whatever its phase in a
+	// stale copy says.
+	end   *podEnd
+	ended bool
 }
 
 // poke asks for a sync soon.
@@ -201,25 +202,33 @@ func (a *Agent) syncPod(ctx context.Context, w *podWorker) (done bool, retry tim
 		return false, 0, a.terminatePod(ctx, w, pod)
 	}
 	w.mu.Lock()
-	evict, evicted := w.evict, w.evicted
+	end, ended := w.end, w.ended
 	w.mu.Unlock()
 	if podTerminal(pod) {
 		return false, 0, a.finishPod(ctx, pod)
 	}
-	if evicted {
+	if ended {
 		// Its status is written; this copy predates it.
 		return false, 0, nil
 	}
-	if evict != "" {
-		err := a.evictPod(ctx, pod, evict)
+	left, deadline := activeDeadlineLeft(pod, time.Now())
+	if end == nil && deadline && left <= 0 {
+		end = &podEnd{reason: "DeadlineExceeded", message: deadlineExceededMessage}
+	}
+	if end != nil {
+		err := a.endPod(ctx, pod, end)
 		if err == nil {
 			w.mu.Lock()
-			w.evicted = true
+			w.ended = true
 			w.mu.Unlock()
 		}
 		return false, 0, err
 	}
-	return false, 0, a.runPod(ctx, w, pod)
+	if err := a.runPod(ctx, w, pod); err != nil || !deadline {
+		return false, 0, err
+	}
+	// Synced again when its active deadline passes.
+	return false, left, nil
 }
 
 // removePod stops and deletes everything of a pod no longer in the API.

@@ -669,10 +669,11 @@ func TestNodeDiskPressure(t *testing.T) {
 	}
 }
 
-// TestPodObservedGeneration: the node reports the generation of the spec
-// its status was made from, in the status and the conditions it owns, as
-// upstream's pod generation conformance tests wait for.
-func TestPodObservedGeneration(t *testing.T) {
+// TestPodSpecUpdates: the node reports the generation of the spec its
+// status was made from, in the status and the conditions it owns, as
+// upstream's pod generation conformance tests wait for; and ends the pod
+// once its (updated) activeDeadlineSeconds has passed.
+func TestPodSpecUpdates(t *testing.T) {
 	needRoot(t)
 	c := startNodeCluster(t)
 	c.pod("gen", "registry.k8s.io/pause:3.10", "")
@@ -685,6 +686,14 @@ func TestPodObservedGeneration(t *testing.T) {
 		got := c.jsonpath("pod", "gen", `{.metadata.generation} {.status.observedGeneration} {.status.conditions[?(@.type=="Ready")].observedGeneration}`)
 		if got != "2 2 2" {
 			return "generation, observed and Ready's observed: " + got
+		}
+		return ""
+	})
+	c.must("patch", "pod", "gen", "-p", `{"spec":{"activeDeadlineSeconds":1}}`)
+	eventually(t, 30*time.Second, func() string {
+		got := c.jsonpath("pod", "gen", `{.status.phase} {.status.reason}: {.status.message}`)
+		if got != "Failed DeadlineExceeded: Pod was active on the node longer than the specified deadline" {
+			return "after the deadline: " + got
 		}
 		return ""
 	})
