@@ -196,12 +196,7 @@ spec:
     args: [mounttest, --fs_type=/v, --new_file_0644=/v/f, --file_perm=/v/f]
     volumeMounts: [{name: v, mountPath: /v}]
 `, "apply", "-f", "-")
-	eventually(t, 60*time.Second, func() string {
-		if phase := c.jsonpath("pod", "mounttest", "{.status.phase}"); phase != "Succeeded" {
-			return "mounttest pod " + phase
-		}
-		return ""
-	})
+	c.waitPhase("pod", "mounttest", "Succeeded", 60*time.Second)
 	// A pod's sysctls are set in its containers (upstream's Sysctls
 	// conformance test), with a slash-separated name too.
 	c.withStdin(`apiVersion: v1
@@ -231,18 +226,8 @@ spec:
 `, "apply", "-f", "-")
 	// A privileged container gets every capability the node has (where
 	// the machine lacks one, asking runc for it would fail the start).
-	eventually(t, 60*time.Second, func() string {
-		if phase := c.jsonpath("pod", "privileged", "{.status.phase}"); phase != "Succeeded" {
-			return "privileged pod " + phase + ": " + c.jsonpath("pod", "privileged", "{.status.containerStatuses[0].state}")
-		}
-		return ""
-	})
-	eventually(t, 60*time.Second, func() string {
-		if phase := c.jsonpath("pod", "sysctl", "{.status.phase}"); phase != "Succeeded" {
-			return "sysctl pod " + phase
-		}
-		return ""
-	})
+	c.waitPhase("pod", "privileged", "Succeeded", 60*time.Second)
+	c.waitPhase("pod", "sysctl", "Succeeded", 60*time.Second)
 	if out := c.must("logs", "sysctl"); !strings.Contains(out, "kernel.shm_rmid_forced = 1") {
 		t.Errorf("sysctl kernel.shm_rmid_forced printed %q, want 1", out)
 	}

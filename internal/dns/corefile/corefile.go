@@ -153,11 +153,11 @@ func (c *Config) kubernetes(d directive) error {
 	for _, l := range d.block {
 		switch l[0] {
 		case "ttl":
-			if len(l) != 2 {
-				return errors.New("ttl takes one number of seconds")
+			t, err := ttlArg(l)
+			if err != nil {
+				return err
 			}
-			t, err := strconv.ParseUint(l[1], 10, 32)
-			if err != nil || t > 3600 {
+			if t > 3600 {
 				return fmt.Errorf("ttl %q: want 0 to 3600 seconds", l[1])
 			}
 			c.TTL = uint32(t)
@@ -190,12 +190,9 @@ func (c *Config) hosts(d directive, keys []string, readFile func(string) ([]byte
 	for _, l := range d.block {
 		switch l[0] {
 		case "ttl":
-			if len(l) != 2 {
-				return errors.New("ttl takes one number of seconds")
-			}
-			t, err := strconv.ParseUint(l[1], 10, 32)
+			t, err := ttlArg(l)
 			if err != nil {
-				return fmt.Errorf("ttl %q: %w", l[1], err)
+				return err
 			}
 			ttl = uint32(t)
 		case "fallthrough":
@@ -263,6 +260,18 @@ func (c *Config) forward(d directive, readFile func(string) ([]byte, error)) err
 		c.Forward = append(c.Forward, to)
 	}
 	return nil
+}
+
+// ttlArg is the seconds of a plugin's `ttl SECONDS` line.
+func ttlArg(l []string) (uint64, error) {
+	if len(l) != 2 {
+		return 0, errors.New("ttl takes one number of seconds")
+	}
+	t, err := strconv.ParseUint(l[1], 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("ttl %q: %w", l[1], err)
+	}
+	return t, nil
 }
 
 // addrArg is a plugin's listen address argument, or def.
