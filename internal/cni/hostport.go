@@ -143,9 +143,7 @@ func writeHostPortTable(conn *nftables.Conn, t *nftables.Table, ports []HostPort
 		thDport := &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}
 		var dnat []expr.Any
 		if p.HostIP.IsValid() {
-			dnat = append(dnat,
-				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: masqIPv4.daddrOff, Len: 4},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: p.HostIP.AsSlice()})
+			dnat = addrIs(masqIPv4.daddrOff, p.HostIP)
 		}
 		dnat = append(dnat, proto...)
 		dnat = append(dnat, thDport, dport(p.HostPort),
@@ -154,14 +152,18 @@ func writeHostPortTable(conn *nftables.Conn, t *nftables.Table, ports []HostPort
 			&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true})
 		conn.AddRule(&nftables.Rule{Table: t, Chain: hostports, Exprs: dnat})
 		// The hairpin: ip saddr POD ip daddr POD meta l4proto P th dport PORT masquerade
-		hairpin := []expr.Any{
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: masqIPv4.saddrOff, Len: 4},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: p.PodIP.AsSlice()},
-			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: masqIPv4.daddrOff, Len: 4},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: p.PodIP.AsSlice()},
-		}
+		hairpin := append(addrIs(masqIPv4.saddrOff, p.PodIP), addrIs(masqIPv4.daddrOff, p.PodIP)...)
 		hairpin = append(hairpin, proto...)
 		hairpin = append(hairpin, thDport, dport(p.PodPort), &expr.Masq{})
 		conn.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: hairpin})
+	}
+}
+
+// addrIs matches packets whose IPv4 address at the network header's
+// offset (source or destination) is a.
+func addrIs(offset uint32, a netip.Addr) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: a.AsSlice()},
 	}
 }
