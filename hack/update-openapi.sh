@@ -26,6 +26,7 @@ report="${OPENAPI_REPORT:-/tmp/svcnet-openapi-violations.report}"
 
 inputs=(
 	k8s.io/api/core/v1
+	k8s.io/api/admissionregistration/v1
 	k8s.io/api/apps/v1
 	k8s.io/api/autoscaling/v1
 	k8s.io/api/autoscaling/v2

@@ -1,9 +1,12 @@
-// Package admission is the API server's validating admission chain:
-// plugins that see every write (create, update, delete, and the creates of
-// action subresources such as serviceaccounts/token) with the requesting
-// user, after the kind's own defaulting and validation and before the
-// write is stored, and may refuse it, as upstream's validating admission
-// plugins (NodeRestriction).
+// Package admission is the API server's admission chain: plugins that see
+// every write (create, update, delete, the creates of action subresources
+// such as serviceaccounts/token, and the connects of pods/exec, attach and
+// portforward) with the requesting user. Mutating plugins (Mutator) see
+// it after the kind's defaulting and before its validation, and may
+// change the object; validating plugins (Plugin) see it after validation,
+// before the write is stored, and may refuse it, as upstream's mutating
+// and validating admission plugins (NodeRestriction, the admission
+// webhooks).
 package admission
 
 import (
@@ -24,12 +27,18 @@ const (
 	Create Operation = "CREATE"
 	Update Operation = "UPDATE"
 	Delete Operation = "DELETE"
+	// Connect is a pods/exec, attach or portforward request.
+	Connect Operation = "CONNECT"
 )
 
 // Attributes describe one write.
 type Attributes struct {
-	Operation   Operation
-	Resource    schema.GroupResource
+	Operation Operation
+	Resource  schema.GroupResource
+	// Kind is the object's kind, Version the resource's version the
+	// request was made in.
+	Kind        schema.GroupVersionKind
+	Version     string
 	Subresource string
 	Namespace   string
 	// Name is the object's name ("" on a create of an object named by
@@ -42,6 +51,9 @@ type Attributes struct {
 	OldObject runtime.Object
 	User      user.Info
 	DryRun    bool
+	// Options are the request's CreateOptions, UpdateOptions or
+	// DeleteOptions (the connect's options object on Connect).
+	Options runtime.Object
 }
 
 // Plugin decides on writes.
@@ -51,8 +63,26 @@ type Plugin interface {
 	Validate(ctx context.Context, a *Attributes) error
 }
 
+// Mutator is a plugin that may also change the object of a create or
+// update (on the write's Object) before the kind validates it.
+type Mutator interface {
+	Admit(ctx context.Context, a *Attributes) error
+}
+
 // Chain asks each plugin in turn; the first refusal stands.
 type Chain []Plugin
+
+// Admit implements Mutator: each plugin that mutates, in turn.
+func (c Chain) Admit(ctx context.Context, a *Attributes) error {
+	for _, p := range c {
+		if m, ok := p.(Mutator); ok {
+			if err := m.Admit(ctx, a); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 // Validate implements Plugin.
 func (c Chain) Validate(ctx context.Context, a *Attributes) error {

@@ -217,6 +217,9 @@ func (s *Server) create(ctx context.Context, res *registry.Resource, ns string, 
 			return nil, err
 		}
 	}
+	if err := s.mutate(ctx, admission.Create, res, "", a.GetNamespace(), a.GetName(), obj, nil, o.dryRun); err != nil {
+		return nil, err
+	}
 	generated := a.GetName() == "" && a.GetGenerateName() != ""
 	nameFrom := res.GenerateName
 	if nameFrom == nil {
@@ -385,14 +388,63 @@ func (s *Server) update(ctx context.Context, res *registry.Resource, ns, name, s
 	}
 }
 
-// admit asks the admission chain about a write by ctx's user.
+// admit asks the admission chain's validating plugins about a write by
+// ctx's user.
 func (s *Server) admit(ctx context.Context, op admission.Operation, res *registry.Resource, sub, ns, name string, obj, old runtime.Object, dryRun bool) error {
 	if s.admission == nil {
 		return nil
 	}
+	return s.admission.Validate(ctx, attributes(ctx, op, res, sub, ns, name, obj, old, dryRun))
+}
+
+// mutate lets the admission chain's mutating plugins change obj, a create
+// or an update by ctx's user (or see a delete or connect), and defaults it
+// again as upstream defaults a webhook's patched object.
+func (s *Server) mutate(ctx context.Context, op admission.Operation, res *registry.Resource, sub, ns, name string, obj, old runtime.Object, dryRun bool) error {
+	m, ok := s.admission.(admission.Mutator)
+	if !ok {
+		return nil
+	}
+	if err := m.Admit(ctx, attributes(ctx, op, res, sub, ns, name, obj, old, dryRun)); err != nil {
+		return err
+	}
+	if sub == "" && obj != nil {
+		res.Strategy.Default(obj)
+	}
+	return nil
+}
+
+// attributes describe a write to admission: the kind is the object's, the
+// version the resource's, the options those of the operation.
+func attributes(ctx context.Context, op admission.Operation, res *registry.Resource, sub, ns, name string, obj, old runtime.Object, dryRun bool) *admission.Attributes {
 	u, _ := authn.UserFrom(ctx)
-	return s.admission.Validate(ctx, &admission.Attributes{Operation: op, Resource: res.GroupResource(), Subresource: sub,
-		Namespace: ns, Name: name, Object: obj, OldObject: old, User: u, DryRun: dryRun})
+	kind := res.Kind
+	for _, o := range []runtime.Object{obj, old} {
+		if o == nil {
+			continue
+		}
+		if gvk := o.GetObjectKind().GroupVersionKind(); !gvk.Empty() {
+			kind = gvk
+		} else if gvks, _, err := registry.Scheme.ObjectKinds(o); err == nil && len(gvks) > 0 {
+			kind = gvks[0]
+		}
+		break
+	}
+	var dry []string
+	if dryRun {
+		dry = []string{metav1.DryRunAll}
+	}
+	var options runtime.Object
+	switch op {
+	case admission.Create:
+		options = &metav1.CreateOptions{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "CreateOptions"}, DryRun: dry}
+	case admission.Update:
+		options = &metav1.UpdateOptions{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "UpdateOptions"}, DryRun: dry}
+	case admission.Delete:
+		options = &metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "DeleteOptions"}, DryRun: dry}
+	}
+	return &admission.Attributes{Operation: op, Resource: res.GroupResource(), Kind: kind, Version: res.Kind.Version,
+		Subresource: sub, Namespace: ns, Name: name, Object: obj, OldObject: old, User: u, DryRun: dryRun, Options: options}
 }
 
 // finalized: the object was being deleted, with no grace period left (a
@@ -451,6 +503,11 @@ func (s *Server) prepareUpdate(ctx context.Context, res *registry.Resource, ns, 
 			su.PrepareForStatusUpdate(next, cur)
 		}
 		desired, a = next, na
+	}
+	if sub != "binding" {
+		if err := s.mutate(ctx, admission.Update, res, sub, ns, name, desired, cur, o.dryRun); err != nil {
+			return nil, false, err
+		}
 	}
 	a.SetUID(ca.GetUID())
 	a.SetCreationTimestamp(ca.GetCreationTimestamp())
@@ -550,6 +607,9 @@ func (s *Server) remove(ctx context.Context, res *registry.Resource, ns, name st
 				return nil, false, apierrors.NewConflict(res.GroupResource(), name,
 					fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, a.GetResourceVersion()))
 			}
+		}
+		if err := s.mutate(ctx, admission.Delete, res, "", ns, name, nil, cur, dryRun); err != nil {
+			return nil, false, err
 		}
 		if err := s.admit(ctx, admission.Delete, res, "", ns, name, nil, cur, dryRun); err != nil {
 			return nil, false, err

@@ -86,16 +86,17 @@ func (s *Server) servePodLog(w http.ResponseWriter, r *http.Request, ri *request
 	}
 }
 
-// newKubeletClient reaches node agents with the API server's client
-// certificate. Like kube-apiserver without --kubelet-certificate-authority,
-// it does not verify the agents' serving certificates.
-func newKubeletClient(clientTLS *tls.Config) *http.Client {
+// kubeletTLS is how the API server reaches node agents: with its client
+// certificate, and, like kube-apiserver without
+// --kubelet-certificate-authority, without verifying the agents' serving
+// certificates.
+func kubeletTLS(clientTLS *tls.Config) *tls.Config {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if clientTLS != nil {
 		cfg = clientTLS.Clone()
 	}
 	cfg.InsecureSkipVerify = true //nolint:gosec // upstream's default for kubelet connections
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	return cfg
 }
 
 // logContainer is the container asked for, or the pod's only one, with

@@ -1,14 +1,19 @@
 package apiserver
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -62,7 +67,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ri *requestI
 	case "pods":
 		nodeName, ip, port, err = s.podTarget(r.Context(), ri, name, port)
 	case "services":
-		nodeName, ip, port, err = s.serviceTarget(r.Context(), ri, name, port)
+		nodeName, ip, port, err = s.serviceTarget(r.Context(), ri.namespace, name, port, ri.name)
 	default:
 		return apierrors.NewNotFound(ri.res.GroupResource(), ri.name)
 	}
@@ -190,11 +195,12 @@ func (s *Server) podTarget(ctx context.Context, ri *requestInfo, name, port stri
 	return pod.Spec.NodeName, pod.Status.PodIP, port, nil
 }
 
-// serviceTarget is the node, IP and port of a ready endpoint of
-// services/proxy's Service, chosen at random, for the Service port named
-// or numbered (the only one when none is given), as upstream's.
-func (s *Server) serviceTarget(ctx context.Context, ri *requestInfo, name, port string) (node, ip, p string, err error) {
-	obj, err := s.get(ctx, ri.res, ri.namespace, name)
+// serviceTarget is the node, IP and port of a ready endpoint of a
+// Service, chosen at random, for the Service port named or numbered (the
+// only one when none is given), as upstream's services/proxy; id names
+// the Service in errors.
+func (s *Server) serviceTarget(ctx context.Context, namespace, name, port, id string) (node, ip, p string, err error) {
+	obj, err := s.get(ctx, s.resources.ByGVR(corev1.SchemeGroupVersion.WithResource("services")), namespace, name)
 	if err != nil {
 		return "", "", "", err
 	}
@@ -208,14 +214,14 @@ func (s *Server) serviceTarget(ctx context.Context, ri *requestInfo, name, port 
 		}
 	}
 	if sp == nil {
-		return "", "", "", apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", ri.name))
+		return "", "", "", apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", id))
 	}
 	esRes := s.resources.ByGVR(discoveryv1.SchemeGroupVersion.WithResource("endpointslices"))
 	sel, err := newSelector(esRes, labels.Set{discoveryv1.LabelServiceName: name}.String(), "")
 	if err != nil {
 		return "", "", "", err
 	}
-	list, err := s.listObjects(ctx, esRes, ri.namespace, &metav1.ListOptions{}, sel)
+	list, err := s.listObjects(ctx, esRes, namespace, &metav1.ListOptions{}, sel)
 	if err != nil {
 		return "", "", "", err
 	}
@@ -240,8 +246,68 @@ func (s *Server) serviceTarget(ctx context.Context, ri *requestInfo, name, port 
 		}
 	}
 	if len(ready) == 0 {
-		return "", "", "", apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", ri.name))
+		return "", "", "", apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", id))
 	}
 	c := ready[rand.IntN(len(ready))]
 	return c.node, c.ip, c.port, nil
 }
+
+// DialService connects to a ready endpoint of a Service's port (its
+// number), through the agent of the endpoint's node, where pod IPs
+// route: as kube-apiserver reaches an admission webhook's Service with
+// --enable-aggregator-routing.
+func (s *Server) DialService(ctx context.Context, namespace, name string, port int32) (net.Conn, error) {
+	node, ip, p, err := s.serviceTarget(ctx, namespace, name, strconv.Itoa(int(port)), namespace+"/"+name)
+	if err != nil {
+		return nil, err
+	}
+	host, err := s.kubeletHost(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	return dialViaAgent(ctx, s.kubeletTLS, host, net.JoinHostPort(ip, p))
+}
+
+// dialViaAgent opens a TCP stream to target (a pod's ip:port) through
+// the agent at host: the agent's /podConnect upgrades the connection to
+// the pod's stream.
+func dialViaAgent(ctx context.Context, tlsConfig *tls.Config, host, target string) (net.Conn, error) {
+	conn, err := (&tls.Dialer{Config: tlsConfig}).DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil, fmt.Errorf("dial the node agent at %s: %w", host, err)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	req := &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/podConnect/" + target}, Host: host,
+		Header: http.Header{"Connection": {"Upgrade"}, "Upgrade": {podConnectProtocol}}, ProtoMajor: 1, ProtoMinor: 1}
+	br := bufio.NewReader(conn)
+	resp, err := func() (*http.Response, error) {
+		if err := req.Write(conn); err != nil {
+			return nil, err
+		}
+		return http.ReadResponse(br, req)
+	}()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("connect to %s through the node agent at %s: %w", target, host, err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		conn.Close()
+		return nil, fmt.Errorf("connect to %s through the node agent at %s: %s: %s", target, host, resp.Status, bytes.TrimSpace(body))
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return &bufferedConn{Conn: conn, r: br}, nil
+}
+
+// podConnectProtocol is the Upgrade token of the agent's /podConnect.
+const podConnectProtocol = "svcnet-tcp"
+
+// bufferedConn reads what its reader buffered before the connection.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

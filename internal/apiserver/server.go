@@ -69,6 +69,7 @@ type Server struct {
 	version    version.Info
 	metrics    *metrics
 	discovery  discoveryCache
+	kubeletTLS *tls.Config
 	kubelet    *http.Client
 	authn      *authn.Authenticator
 	authz      authz.Authorizer
@@ -90,12 +91,13 @@ func New(c Config) (*Server, error) {
 		openapi:    c.OpenAPI,
 		version:    c.Version,
 		metrics:    newMetrics(),
-		kubelet:    newKubeletClient(c.KubeletTLS),
+		kubeletTLS: kubeletTLS(c.KubeletTLS),
 		authn:      c.Authenticator,
 		authz:      c.Authorizer,
 		issuer:     c.Issuer,
 		admission:  c.Admission,
 	}
+	s.kubelet = &http.Client{Transport: &http.Transport{TLSClientConfig: s.kubeletTLS}}
 	if s.authn == nil {
 		s.authn = &authn.Authenticator{}
 	}

@@ -10,8 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/proxy"
 
+	"github.com/svcnet/svcnet/internal/admission"
+	"github.com/svcnet/svcnet/internal/registry"
 	nodereg "github.com/svcnet/svcnet/internal/registry/node"
 )
 
@@ -37,6 +40,15 @@ func (s *Server) servePodStream(w http.ResponseWriter, r *http.Request, ri *requ
 	if err != nil {
 		return err
 	}
+	// As upstream's connect handler: admission sees a CONNECT of the
+	// request's options.
+	opts := connectOptions(ri.subresource, r.URL.Query())
+	if err := s.mutate(r.Context(), admission.Connect, ri.res, ri.subresource, ri.namespace, ri.name, opts, nil, false); err != nil {
+		return err
+	}
+	if err := s.admit(r.Context(), admission.Connect, ri.res, ri.subresource, ri.namespace, ri.name, opts, nil, false); err != nil {
+		return err
+	}
 	if pod.Spec.NodeName == "" {
 		return apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", pod.Name))
 	}
@@ -48,6 +60,35 @@ func (s *Server) servePodStream(w http.ResponseWriter, r *http.Request, ri *requ
 	h := proxy.NewUpgradeAwareHandler(target, s.kubelet.Transport, false, true, proxyResponder{})
 	h.ServeHTTP(w, r)
 	return nil
+}
+
+// connectOptions are a stream request's options as their kind
+// (PodExecOptions, PodAttachOptions, PodPortForwardOptions), as
+// admission sees them; the query is checked by kubeletStreamPath.
+func connectOptions(sub string, q url.Values) runtime.Object {
+	flag := func(name string) bool {
+		b, _ := strconv.ParseBool(q.Get(name))
+		return b
+	}
+	var opts runtime.Object
+	switch sub {
+	case "portforward":
+		pf := &corev1.PodPortForwardOptions{}
+		for _, p := range q["ports"] {
+			if n, err := strconv.ParseUint(p, 10, 16); err == nil {
+				pf.Ports = append(pf.Ports, int32(n))
+			}
+		}
+		opts = pf
+	case "exec":
+		opts = &corev1.PodExecOptions{Stdin: flag("stdin"), Stdout: flag("stdout"), Stderr: flag("stderr"), TTY: flag("tty"),
+			Container: q.Get("container"), Command: q["command"]}
+	default:
+		opts = &corev1.PodAttachOptions{Stdin: flag("stdin"), Stdout: flag("stdout"), Stderr: flag("stderr"), TTY: flag("tty"),
+			Container: q.Get("container")}
+	}
+	registry.SetKind(opts)
+	return opts
 }
 
 // kubeletStreamPath is the agent's path and query for a stream request,

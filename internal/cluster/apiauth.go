@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/admission"
 	"github.com/svcnet/svcnet/internal/admission/noderestriction"
+	"github.com/svcnet/svcnet/internal/admission/webhook"
 	"github.com/svcnet/svcnet/internal/auth/authn"
 	"github.com/svcnet/svcnet/internal/auth/authz"
 	"github.com/svcnet/svcnet/internal/auth/bootstrappolicy"
@@ -50,6 +52,9 @@ type apiAuth struct {
 	key       *serviceaccount.Key
 	// listed are the informers whose lists start waits for.
 	listed []cache.SharedIndexInformer
+	// dialService reaches a Service's endpoint for the admission
+	// webhooks: the API server's, set once it is built.
+	dialService func(ctx context.Context, namespace, name string, port int32) (net.Conn, error)
 }
 
 func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kubernetes.Interface) (*apiAuth, error) {
@@ -66,6 +71,9 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kub
 		objects: serviceaccount.NewCached(loopback, factory),
 	}
 	chain := authz.Union{authz.PrivilegedGroups{user.SystemPrivilegedGroup}}
+	// As kube-apiserver's default plugins: the built-in ones, then the
+	// admission webhooks.
+	var plugins admission.Chain
 	if len(modes) == 0 {
 		modes = DefaultAuthorizationModes
 	}
@@ -81,7 +89,7 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kub
 			a.listed = append(a.listed, claims.Informer())
 			chain = append(chain, &nodeauthorizer.Authorizer{Pods: pods.GetIndexer(),
 				Claims: claims.Lister(), Rules: bootstrappolicy.NodeRules()})
-			a.admission = admission.Chain{noderestriction.New(core.Pods().Lister(), core.Nodes().Lister())}
+			plugins = append(plugins, noderestriction.New(core.Pods().Lister(), core.Nodes().Lister()))
 		case AuthorizationRBAC:
 			chain = append(chain, a.rbac)
 		case AuthorizationAlwaysAllow:
@@ -91,6 +99,15 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kub
 		}
 	}
 	a.chain = chain
+	hooks, err := webhook.New(webhook.Config{Client: loopback, Informers: factory,
+		DialService: func(ctx context.Context, namespace, name string, port int32) (net.Conn, error) {
+			return a.dialService(ctx, namespace, name, port)
+		}})
+	if err != nil {
+		return nil, err
+	}
+	a.listed = append(a.listed, hooks.Informers...)
+	a.admission = append(plugins, hooks)
 	audiences := []string{serviceaccount.DefaultIssuer}
 	a.tokens = &saregistry.Tokens{Issuer: &serviceaccount.Issuer{Key: key, Issuer: serviceaccount.DefaultIssuer},
 		Audiences: audiences, Objects: a.objects}

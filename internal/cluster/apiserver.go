@@ -311,9 +311,12 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		<-crdsDone
 	}
 	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = bootstrap(bctx, srv, repair, kubeSvc, defaultCIDR, loopback)
+	auth.dialService = srv.DialService
+	// The admission webhooks' configurations are read before the
+	// bootstrap's writes, which they would wait for.
+	err = auth.start(informerCtx, bctx)
 	if err == nil {
-		err = auth.start(informerCtx, bctx)
+		err = bootstrap(bctx, srv, repair, kubeSvc, defaultCIDR, loopback)
 	}
 	if err == nil && !cache.WaitForCacheSync(bctx.Done(), crds.HasSynced) {
 		err = fmt.Errorf("custom resource definitions not read: %w", bctx.Err())

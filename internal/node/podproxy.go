@@ -1,12 +1,16 @@
 package node
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -65,4 +69,69 @@ func (a *Agent) servesPodIP(ip string) bool {
 		}
 	}
 	return false
+}
+
+// podConnectProtocol is the Upgrade token of /podConnect: after the
+// switch, the connection carries the pod's TCP stream as it is.
+const podConnectProtocol = "svcnet-tcp"
+
+// podConnect opens a TCP connection from the node's network namespace to
+// one of this node's pods (POST /podConnect/{ip:port}, upgraded to
+// podConnectProtocol) and joins the API server's connection to it, so
+// that the API server can speak TLS of its own with the pod: the
+// admission webhooks behind a Service are called this way. The streams
+// end when either side closes, or when the server stops.
+func (s *server) podConnect(w http.ResponseWriter, r *http.Request) {
+	hostPort := r.PathValue("hostport")
+	host, _, err := net.SplitHostPort(hostPort)
+	switch {
+	case err != nil:
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("invalid address %q", hostPort)))
+		return
+	case !strings.EqualFold(r.Header.Get("Upgrade"), podConnectProtocol):
+		writeStatus(w, apierrors.NewBadRequest("the connection must be upgraded to "+podConnectProtocol))
+		return
+	case !s.agent.servesPodIP(host):
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("%s is no pod of node %s", host, s.agent.cfg.NodeName)))
+		return
+	}
+	pod, err := s.agent.net.Dialer().DialContext(r.Context(), "tcp", hostPort)
+	if err != nil {
+		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("error trying to reach service: %v", err)))
+		return
+	}
+	defer pod.Close()
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		writeStatus(w, apierrors.NewInternalError(errors.New("the connection cannot be taken over")))
+		return
+	}
+	client, buf, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	stop := context.AfterFunc(r.Context(), func() { client.Close(); pod.Close() })
+	defer stop()
+	if _, err := fmt.Fprintf(client, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", podConnectProtocol); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(pod, buf)
+		closeWrite(pod)
+	}()
+	_, _ = io.Copy(client, pod)
+	closeWrite(client)
+	<-done
+}
+
+// closeWrite half-closes a connection that can, else closes it.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	_ = c.Close()
 }

@@ -118,6 +118,7 @@ func (s *server) serve(ctx context.Context) error {
 	mux.Handle("GET /metrics/resource", s.agent.resourceMetrics())
 	mux.HandleFunc("GET /stats/summary", s.agent.summary)
 	mux.HandleFunc("/podProxy/{scheme}/{hostport}/{path...}", s.podProxy)
+	mux.HandleFunc("POST /podConnect/{hostport}", s.podConnect)
 	mux.HandleFunc("GET /pods", s.pods)
 	// As the kubelet's /logs/: the node's log directory, listed and read.
 	mux.Handle("GET /logs/", http.StripPrefix("/logs/", http.FileServer(http.Dir(nodeLogDir))))

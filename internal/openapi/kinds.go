@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -34,6 +35,7 @@ const extensionGVK = "x-kubernetes-group-version-kind"
 // generates definitions for. Keep the two lists in step.
 var schemeBuilders = []func(*runtime.Scheme) error{
 	corev1.AddToScheme,
+	admissionregistrationv1.AddToScheme,
 	appsv1.AddToScheme,
 	autoscalingv1.AddToScheme,
 	autoscalingv2.AddToScheme,

@@ -21,7 +21,7 @@ import (
 // agnhost runs one of agnhost's subcommands.
 func agnhost(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|connect|porter|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator] [flags]")
+		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|connect|porter|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator|webhook|crd-conversion-webhook] [flags]")
 	}
 	switch args[0] {
 	case "netexec":
@@ -50,8 +50,12 @@ func agnhost(ctx context.Context, args []string) error {
 		return grpcHealthChecking(ctx, args[1:])
 	case "logs-generator":
 		return logsGenerator(ctx, args[1:])
+	case "webhook":
+		return webhook(ctx, args[1:])
+	case "crd-conversion-webhook":
+		return crdConversionWebhook(ctx, args[1:])
 	}
-	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect, porter, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator)", args[0])
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect, porter, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator, webhook, crd-conversion-webhook)", args[0])
 }
 
 // connect tries a TCP connection (or a UDP exchange) to host:port and

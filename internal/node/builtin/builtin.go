@@ -3,7 +3,8 @@
 // default page), agnhost's subcommands as upstream's e2e tests use them
 // (netexec, serve-hostname, test-webserver, pause, connect, porter,
 // dns-suffix, dns-server-list, etc-hosts, mounttest,
-// grpc-health-checking, logs-generator), hashicorp/http-echo, coredns
+// grpc-health-checking, logs-generator, webhook, crd-conversion-webhook),
+// hashicorp/http-echo, coredns
 // (svcnet's cluster DNS, configured by a Corefile) and svcnet's ingress
 // controller. Each runs as a container's process (`svcnet node image NAME --ports=P,... -- ARGS`), so it sees the
 // pod's network, hostname and signals as the real image would.
@@ -11,6 +12,7 @@ package builtin
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -148,6 +150,41 @@ func serve(ctx context.Context, ports []int, h http.Handler) error {
 	defer cancel()
 	for _, s := range servers {
 		_ = s.Shutdown(sctx)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// serveTLS answers HTTPS (and HTTP/2) with h on port, with the key pair
+// of certFile and keyFile, until ctx ends.
+func serveTLS(ctx context.Context, port int, certFile, keyFile string, h http.Handler) error {
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("load TLS key pair: %w", err)
+	}
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return fmt.Errorf("listen on port %d: %w", port, err)
+	}
+	s := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 30 * time.Second,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.ServeTLS(ln, "", "") }()
+	ready()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if s.Shutdown(sctx) != nil {
+		// Requests still held (a webhook that never answers) end here.
+		_ = s.Close()
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

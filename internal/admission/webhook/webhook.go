@@ -1,0 +1,201 @@
+// Package webhook calls the cluster's admission webhooks (the
+// MutatingWebhookConfigurations and ValidatingWebhookConfigurations) with
+// upstream's own plugins, k8s.io/apiserver's MutatingAdmissionWebhook and
+// ValidatingAdmissionWebhook: which hooks match a request (rules,
+// namespace and object selectors, match conditions), the AdmissionReview
+// sent, the patches applied, the failure policy and the errors a refusal
+// or a failed call gives are theirs. A webhook behind a Service is dialled
+// through Config.DialService (the cluster's pods are reached through their
+// node's agent); one at a URL is dialled directly.
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8sadmission "k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
+	webhookutil "k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/svcnet/svcnet/internal/admission"
+	"github.com/svcnet/svcnet/internal/registry"
+)
+
+// Config is what the webhooks are called with.
+type Config struct {
+	// Client reads namespaces the informers do not have yet.
+	Client kubernetes.Interface
+	// Informers watch the webhook configurations and namespaces; the
+	// caller starts them (Webhooks.Informers are the ones to wait for).
+	Informers informers.SharedInformerFactory
+	// DialService connects to a ready endpoint of the Service's port.
+	DialService func(ctx context.Context, namespace, name string, port int32) (net.Conn, error)
+}
+
+// Webhooks is the mutating and the validating admission webhook plugin.
+type Webhooks struct {
+	mutating   *mutating.Plugin
+	validating *validating.Plugin
+	// Informers are the informers the plugins read.
+	Informers []cache.SharedIndexInformer
+}
+
+// New makes both plugins, reading their configurations from cfg's
+// informers.
+func New(cfg Config) (*Webhooks, error) {
+	m, err := mutating.NewMutatingWebhook(nil)
+	if err != nil {
+		return nil, fmt.Errorf("mutating admission webhook: %w", err)
+	}
+	v, err := validating.NewValidatingAdmissionWebhook(nil)
+	if err != nil {
+		return nil, fmt.Errorf("validating admission webhook: %w", err)
+	}
+	for _, p := range []interface {
+		SetExternalKubeClientSet(kubernetes.Interface)
+		SetExternalKubeInformerFactory(informers.SharedInformerFactory)
+		SetAuthenticationInfoResolverWrapper(webhookutil.AuthenticationInfoResolverWrapper)
+		ValidateInitialization() error
+	}{m, v} {
+		p.SetExternalKubeClientSet(cfg.Client)
+		p.SetExternalKubeInformerFactory(cfg.Informers)
+		p.SetAuthenticationInfoResolverWrapper(serviceDialing(cfg.DialService))
+		if err := p.ValidateInitialization(); err != nil {
+			return nil, fmt.Errorf("admission webhooks: %w", err)
+		}
+	}
+	r := cfg.Informers.Admissionregistration().V1()
+	return &Webhooks{mutating: m, validating: v, Informers: []cache.SharedIndexInformer{
+		r.MutatingWebhookConfigurations().Informer(), r.ValidatingWebhookConfigurations().Informer(),
+		cfg.Informers.Core().V1().Namespaces().Informer(),
+	}}, nil
+}
+
+// serviceDialing makes a webhook behind a Service dial through dial,
+// whatever address its client asks for (the Service's DNS name).
+func serviceDialing(dial func(ctx context.Context, namespace, name string, port int32) (net.Conn, error)) webhookutil.AuthenticationInfoResolverWrapper {
+	return func(next webhookutil.AuthenticationInfoResolver) webhookutil.AuthenticationInfoResolver {
+		return &webhookutil.AuthenticationInfoResolverDelegator{
+			ClientConfigForFunc: next.ClientConfigFor,
+			ClientConfigForServiceFunc: func(name, namespace string, port int) (*rest.Config, error) {
+				cfg, err := next.ClientConfigForService(name, namespace, port)
+				if err != nil {
+					return nil, err
+				}
+				cfg = rest.CopyConfig(cfg)
+				cfg.Dial = func(ctx context.Context, _, _ string) (net.Conn, error) {
+					return dial(ctx, namespace, name, int32(port))
+				}
+				return cfg, nil
+			},
+		}
+	}
+}
+
+// Admit implements admission.Mutator: the mutating webhooks, which may
+// change a.Object.
+func (w *Webhooks) Admit(ctx context.Context, a *admission.Attributes) error {
+	if !w.mutating.Handles(k8sadmission.Operation(a.Operation)) {
+		return nil
+	}
+	return w.mutating.Admit(ctx, attributes(a), objectInterfaces)
+}
+
+// Validate implements admission.Plugin: the validating webhooks.
+func (w *Webhooks) Validate(ctx context.Context, a *admission.Attributes) error {
+	return w.validating.Validate(ctx, attributes(a), objectInterfaces)
+}
+
+// attributes are a's in upstream's form, with the objects' apiVersion and
+// kind set, as the AdmissionReview carries them.
+func attributes(a *admission.Attributes) k8sadmission.Attributes {
+	for _, o := range []runtime.Object{a.Object, a.OldObject, a.Options} {
+		if o != nil {
+			registry.SetKind(o)
+		}
+	}
+	return k8sadmission.NewAttributesRecord(a.Object, a.OldObject, a.Kind, a.Namespace, a.Name,
+		a.Resource.WithVersion(a.Version), a.Subresource, k8sadmission.Operation(a.Operation), a.Options, a.DryRun, a.User)
+}
+
+// objectInterfaces are what the plugins make, type and convert objects
+// with. The API server serves each kind at the version it stores, so a
+// conversion is a copy; defaulting is the API server's, after admission.
+var objectInterfaces k8sadmission.ObjectInterfaces = objects{}
+
+type objects struct{}
+
+func (objects) GetObjectCreater() runtime.ObjectCreater { return creater{} }
+func (objects) GetObjectTyper() runtime.ObjectTyper     { return registry.Scheme }
+func (objects) GetObjectDefaulter() runtime.ObjectDefaulter {
+	return noDefaults{}
+}
+func (objects) GetObjectConvertor() runtime.ObjectConvertor { return convertor{} }
+func (objects) GetEquivalentResourceMapper() runtime.EquivalentResourceMapper {
+	return equivalents
+}
+
+// equivalents knows no resource served under two names.
+var equivalents = runtime.NewEquivalentResourceRegistry()
+
+type noDefaults struct{}
+
+func (noDefaults) Default(runtime.Object) {}
+
+// creater makes the scheme's kinds, and custom resources unstructured.
+type creater struct{}
+
+func (creater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	if registry.Scheme.Recognizes(gvk) {
+		return registry.Scheme.New(gvk)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// convertor copies an object into another of its type.
+type convertor struct{}
+
+func (convertor) Convert(in, out, _ interface{}) error {
+	src, ok := in.(runtime.Object)
+	if !ok {
+		return fmt.Errorf("cannot convert %T", in)
+	}
+	if u, ok := out.(*unstructured.Unstructured); ok {
+		su, ok := in.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("cannot convert %T to %T", in, out)
+		}
+		u.Object = runtime.DeepCopyJSON(su.Object)
+		return nil
+	}
+	iv, ov := reflect.ValueOf(in), reflect.ValueOf(out)
+	if iv.Type() != ov.Type() || ov.Kind() != reflect.Pointer {
+		return fmt.Errorf("cannot convert %T to %T", in, out)
+	}
+	ov.Elem().Set(reflect.ValueOf(src.DeepCopyObject()).Elem())
+	return nil
+}
+
+func (convertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
+	gvk := in.GetObjectKind().GroupVersionKind()
+	if target, ok := gv.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk}); ok && target == gvk {
+		return in, nil
+	}
+	return nil, fmt.Errorf("cannot convert %s to another version", gvk)
+}
+
+func (convertor) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
