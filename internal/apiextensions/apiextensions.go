@@ -18,6 +18,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	crdclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	crdinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
 	crdlisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
@@ -50,9 +51,11 @@ type Controllers struct {
 	synced    cache.InformerSynced
 	resources *registry.Set
 	openapi   *openapi.Service
-	naming    *status.NamingConditionController
-	establish *establish.EstablishingController
-	queue     *controller.Queue[string]
+	// converters make each definition's converter (None or Webhook).
+	converters *conversion.CRConverterFactory
+	naming     *status.NamingConditionController
+	establish  *establish.EstablishingController
+	queue      *controller.Queue[string]
 
 	mu      sync.Mutex
 	serving map[string]string // definition name -> what its resources were built from
@@ -61,7 +64,7 @@ type Controllers struct {
 
 // New builds the controllers over the API server's loopback config; they
 // add and remove resources of set and documents of oapi.
-func New(config *rest.Config, set *registry.Set, oapi *openapi.Service, m *controller.Metrics) (*Controllers, error) {
+func New(config *rest.Config, set *registry.Set, oapi *openapi.Service, converters *conversion.CRConverterFactory, m *controller.Metrics) (*Controllers, error) {
 	client, err := crdclient.NewForConfig(config)
 	if err != nil {
 		return nil, fmt.Errorf("apiextensions client: %w", err)
@@ -74,7 +77,7 @@ func New(config *rest.Config, set *registry.Set, oapi *openapi.Service, m *contr
 	crds := factory.Apiextensions().V1().CustomResourceDefinitions()
 	c := &Controllers{
 		client: client, dynamic: dyn, factory: factory, lister: crds.Lister(),
-		resources: set, openapi: oapi, serving: map[string]string{}, tried: map[string]bool{},
+		resources: set, openapi: oapi, converters: converters, serving: map[string]string{}, tried: map[string]bool{},
 		naming:    status.NewNamingConditionController(klog.Background(), crds, client.ApiextensionsV1()),
 		establish: establish.NewEstablishingController(crds, client.ApiextensionsV1()),
 	}
@@ -178,7 +181,7 @@ func (c *Controllers) serve(name string, crd *apiextensionsv1.CustomResourceDefi
 		}
 		served := crd.DeepCopy()
 		served.Spec.Names = crd.Status.AcceptedNames
-		if rs, err = customresource.Resources(served, c.openapi.StaticSchemas(), crd.DeletionTimestamp != nil); err != nil {
+		if rs, err = customresource.Resources(served, c.openapi.StaticSchemas(), crd.DeletionTimestamp != nil, c.converters); err != nil {
 			return err
 		}
 	} else if _, ok := c.serving[name]; !ok {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
@@ -398,8 +399,8 @@ func (s *Server) admit(ctx context.Context, op admission.Operation, res *registr
 }
 
 // mutate lets the admission chain's mutating plugins change obj, a create
-// or an update by ctx's user (or see a delete or connect), and defaults it
-// again as upstream defaults a webhook's patched object.
+// or an update by ctx's user (or see a delete or connect), and prunes and
+// defaults it again as upstream does a webhook's patched object.
 func (s *Server) mutate(ctx context.Context, op admission.Operation, res *registry.Resource, sub, ns, name string, obj, old runtime.Object, dryRun bool) error {
 	m, ok := s.admission.(admission.Mutator)
 	if !ok {
@@ -408,9 +409,15 @@ func (s *Server) mutate(ctx context.Context, op admission.Operation, res *regist
 	if err := m.Admit(ctx, attributes(ctx, op, res, sub, ns, name, obj, old, dryRun)); err != nil {
 		return err
 	}
-	if sub == "" && obj != nil {
-		res.Strategy.Default(obj)
+	if sub != "" || obj == nil {
+		return nil
 	}
+	// A custom resource loses the fields its schema does not declare, as
+	// upstream's defaulter of custom resources prunes.
+	if u, ok := obj.(*unstructured.Unstructured); ok && res.Unstructured != nil && res.Unstructured.Prune != nil {
+		res.Unstructured.Prune(u.Object)
+	}
+	res.Strategy.Default(obj)
 	return nil
 }
 

@@ -54,21 +54,26 @@ func newList(res *registry.Resource) (runtime.Object, error) {
 }
 
 // served is a stored object as res serves it: a custom resource stored at
-// another version is answered at res's (upstream's None conversion, which
-// changes apiVersion only), with the defaults its schema has gained since
-// it was written, as upstream defaults what it reads from etcd; an object
-// of a typed resource stored at another version (registry.StorageVersion)
-// is converted.
+// another version is converted to res's by its definition's strategy,
+// with the defaults its schema has gained since it was written, as
+// upstream defaults what it reads from etcd; an object of a typed
+// resource stored at another version (registry.StorageVersion) is
+// converted.
 func served(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
 	if obj == nil {
 		return nil, nil
 	}
 	if res.Unstructured != nil {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			u.SetAPIVersion(res.Kind.GroupVersion().String())
-			res.Strategy.Default(u)
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
 		}
-		return obj, nil
+		u, err := convertCustom(res, u, res.Kind.Version)
+		if err != nil {
+			return nil, err
+		}
+		res.Strategy.Default(u)
+		return u, nil
 	}
 	if res.Storage == nil || kindOf(obj) != res.Storage.Kind {
 		return obj, nil
@@ -97,9 +102,21 @@ func toStorage(res *registry.Resource, obj runtime.Object) (runtime.Object, erro
 	if !ok {
 		return obj, nil
 	}
-	u = u.DeepCopy()
-	u.SetAPIVersion(schema.GroupVersion{Group: res.Kind.Group, Version: res.Unstructured.StorageVersion}.String())
-	return u, nil
+	return convertCustom(res, u, res.Unstructured.StorageVersion)
+}
+
+// convertCustom is a custom resource at another version of its
+// definition: the object itself when it is at that version already.
+func convertCustom(res *registry.Resource, u *unstructured.Unstructured, version string) (*unstructured.Unstructured, error) {
+	gv := schema.GroupVersion{Group: res.Kind.Group, Version: version}
+	if u.GetAPIVersion() == gv.String() {
+		return u, nil
+	}
+	out, err := res.Unstructured.Converter.ConvertToVersion(u, gv)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return out.(*unstructured.Unstructured), nil
 }
 
 // kindOf is the kind of a typed object's Go type.

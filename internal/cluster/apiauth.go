@@ -99,10 +99,7 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kub
 		}
 	}
 	a.chain = chain
-	hooks, err := webhook.New(webhook.Config{Client: loopback, Informers: factory,
-		DialService: func(ctx context.Context, namespace, name string, port int32) (net.Conn, error) {
-			return a.dialService(ctx, namespace, name, port)
-		}})
+	hooks, err := webhook.New(webhook.Config{Client: loopback, Informers: factory, DialService: a.dial})
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +124,12 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kub
 	}
 	a.authn = &authn.Authenticator{Tokens: tokens}
 	return a, nil
+}
+
+// dial reaches a Service's endpoint for a webhook (admission, or a custom
+// resource's conversion), through the API server once it is built.
+func (a *apiAuth) dial(ctx context.Context, namespace, name string, port int32) (net.Conn, error) {
+	return a.dialService(ctx, namespace, name, port)
 }
 
 // start runs the informers until ctx ends and waits for their lists, all

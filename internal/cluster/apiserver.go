@@ -22,12 +22,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/version"
+	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/svcnet/svcnet/internal/admission/webhook"
 	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/apiextensions"
 	"github.com/svcnet/svcnet/internal/apiserver"
@@ -292,7 +295,12 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	}
 	defaultCIDR := defaultservicecidr.New(loopback, serviceCIDRs,
 		events.NewRecorder(ctx, loopback, defaultservicecidr.ControllerName))
-	crds, err := apiextensions.New(lb.Config(), set, oapi, controller.NewMetrics(prometheus.NewRegistry()))
+	converters, err := conversion.NewCRConverterFactory(webhookutil.NewDefaultServiceResolver(), webhook.ServiceDialing(auth.dial))
+	if err != nil {
+		a.stopStorage()
+		return nil, fmt.Errorf("custom resource converters: %w", err)
+	}
+	crds, err := apiextensions.New(lb.Config(), set, oapi, converters, controller.NewMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		a.stopStorage()
 		return nil, err

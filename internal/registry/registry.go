@@ -130,10 +130,13 @@ type Resource struct {
 // Unstructured holds what the API server needs of a resource whose
 // objects have no Go type (upstream's custom resource handler).
 type Unstructured struct {
-	// StorageVersion is the version objects are stored at; reads at
-	// another served version change only apiVersion (upstream's None
-	// conversion).
+	// StorageVersion is the version objects are stored at.
 	StorageVersion string
+	// Converter converts objects between the definition's versions by
+	// its conversion strategy: None changes only apiVersion, Webhook
+	// asks the definition's conversion webhook. It does not change its
+	// argument.
+	Converter runtime.ObjectConvertor
 	// Prune drops the fields the schema does not declare from a decoded
 	// object and returns their paths ("spec.foo"), as upstream's pruning.
 	Prune func(obj map[string]interface{}) []string

@@ -9,14 +9,17 @@ import (
 	"github.com/svcnet/svcnet/internal/pki"
 )
 
-// TestAdmissionWebhooks: the API server calls the admission webhooks the
-// cluster registers, behind a Service whose pod runs agnhost's webhook
-// (as upstream's AdmissionWebhook conformance tests deploy it): a
-// mutating webhook's patch is stored, a validating webhook's refusal
-// reaches kubectl with its message, a CONNECT of pods/attach is refused
-// too, and a webhook that cannot be called fails the write under the
-// Fail policy and lets it through under Ignore.
-func TestAdmissionWebhooks(t *testing.T) {
+// TestWebhooks: the API server calls the webhooks the cluster registers,
+// behind Services whose pods run agnhost's webhook and
+// crd-conversion-webhook (as upstream's AdmissionWebhook and
+// CustomResourceConversionWebhook conformance tests deploy them): a
+// mutating webhook's patch is stored (pruned of what a custom resource's
+// schema does not declare), a validating webhook's refusal reaches
+// kubectl with its message, a CONNECT of pods/attach is refused too, a
+// webhook that cannot be called fails the write under the Fail policy and
+// lets it through under Ignore, and a custom resource stored at v1 is
+// read at v2 as its definition's conversion webhook converts it.
+func TestWebhooks(t *testing.T) {
 	needRoot(t)
 	c := startNodeCluster(t)
 	dir := t.TempDir()
@@ -24,7 +27,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serving, err := ca.Serving(dir, "webhook", []string{"e2e-webhook.default.svc"}, nil)
+	serving, err := ca.Serving(dir, "webhook", []string{"e2e-webhook.default.svc", "e2e-conversion.default.svc"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +63,29 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
+metadata: {name: conversion, labels: {app: conversion}}
+spec:
+  nodeName: `+nodeName+`
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: webhook
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [crd-conversion-webhook, --tls-cert-file=/certs/tls.crt, --tls-private-key-file=/certs/tls.key, -v=4, --port=9444]
+    readinessProbe:
+      httpGet: {scheme: HTTPS, port: 9444, path: /readyz}
+      periodSeconds: 1
+    volumeMounts: [{name: certs, mountPath: /certs, readOnly: true}]
+  volumes: [{name: certs, secret: {secretName: webhook-certs}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: e2e-conversion}
+spec:
+  selector: {app: conversion}
+  ports: [{port: 9443, targetPort: 9444}]
+---
+apiVersion: v1
+kind: Pod
 metadata: {name: to-be-attached-pod}
 spec:
   nodeName: `+nodeName+`
@@ -70,12 +96,13 @@ spec:
 `, "apply", "-f", "-")
 	c.waitReady("webhook", "True", 60*time.Second)
 	c.waitReady("to-be-attached-pod", "True", 60*time.Second)
-	hook := func(name, path, resources, operations string) string {
+	c.waitReady("conversion", "True", 60*time.Second)
+	hook := func(name, path, group, resources, operations string) string {
 		return `- name: ` + name + `
   clientConfig:
     service: {namespace: default, name: e2e-webhook, port: 8443, path: ` + path + `}
     caBundle: ` + b64(ca.CertPEM) + `
-  rules: [{operations: [` + operations + `], apiGroups: [""], apiVersions: [v1], resources: [` + resources + `]}]
+  rules: [{operations: [` + operations + `], apiGroups: ["` + group + `"], apiVersions: [v1], resources: [` + resources + `]}]
   namespaceSelector: {matchLabels: {webhook-e2e: "true"}}
   sideEffects: None
   admissionReviewVersions: [v1]
@@ -87,13 +114,13 @@ spec:
 kind: MutatingWebhookConfiguration
 metadata: {name: e2e-mutating}
 webhooks:
-`+hook("adding-configmap-data-stage-1.k8s.io", "/mutating-configmaps", "configmaps", "CREATE")+`---
+`+hook("adding-configmap-data-stage-1.k8s.io", "/mutating-configmaps", "", "configmaps", "CREATE")+`---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
 metadata: {name: e2e-validating}
 webhooks:
-`+hook("deny-unwanted-configmap-data.k8s.io", "/configmaps", "configmaps", "CREATE, UPDATE")+
-		hook("deny-attaching-pod.k8s.io", "/pods/attach", "pods/attach", "CONNECT"), "apply", "-f", "-")
+`+hook("deny-unwanted-configmap-data.k8s.io", "/configmaps", "", "configmaps", "CREATE, UPDATE")+
+		hook("deny-attaching-pod.k8s.io", "/pods/attach", "", "pods/attach", "CONNECT"), "apply", "-f", "-")
 	c.must("label", "namespace", "default", "webhook-e2e=true")
 
 	// The configuration is read from an informer: the first writes may
@@ -160,4 +187,80 @@ webhooks:
 		}
 		return ""
 	})
+
+	// A custom resource's mutations keep only what its schema declares:
+	// the second webhook's mutation-stage-2 is pruned.
+	c.withStdin(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: pruned.webhook.example.com}
+spec:
+  group: webhook.example.com
+  scope: Namespaced
+  names: {plural: pruned, singular: pruned, kind: Pruned, listKind: PrunedList}
+  versions:
+`+crdVersion("v1", true, `mutation-start: {type: string}, mutation-stage-1: {type: string}`)+`---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: e2e-mutating-cr}
+webhooks:
+`+hook("mutate-custom-resource-data-stage-1.k8s.io", "/mutating-custom-resource", "webhook.example.com", "pruned", "CREATE")+
+		hook("mutate-custom-resource-data-stage-2.k8s.io", "/mutating-custom-resource", "webhook.example.com", "pruned", "CREATE"), "apply", "-f", "-")
+	c.must("wait", "--for", "condition=established", "crd/pruned.webhook.example.com")
+	eventually(t, 30*time.Second, func() string {
+		c.kubectl("", "delete", "pruned", "cr", "-n", "hooked", "--ignore-not-found")
+		if out, err := c.kubectl(`{"apiVersion": "webhook.example.com/v1", "kind": "Pruned", "metadata": {"name": "cr"}, "data": {"mutation-start": "yes"}}`,
+			"create", "-n", "hooked", "-f", "-"); err != nil {
+			return "create: " + out
+		}
+		out, _ := c.kubectl("", "get", "pruned", "cr", "-n", "hooked", "-o", "jsonpath={.data}")
+		if want := `{"mutation-stage-1":"yes","mutation-start":"yes"}`; out != want {
+			return "data " + out + ", want " + want
+		}
+		return ""
+	})
+
+	// A definition converted by its webhook: v1's hostPort is v2's host
+	// and port, both ways.
+	c.withStdin(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: hostports.stable.example.com}
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: hostports, singular: hostport, kind: HostPort, listKind: HostPortList}
+  versions:
+`+crdVersion("v1", true, "")+crdVersion("v2", false, "")+`  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: [v1, v1beta1]
+      clientConfig:
+        service: {namespace: default, name: e2e-conversion, port: 9443, path: /crdconvert}
+        caBundle: `+b64(ca.CertPEM)+`
+`, "apply", "-f", "-")
+	c.must("wait", "--for", "condition=established", "crd/hostports.stable.example.com")
+	c.withStdin(`{"apiVersion": "stable.example.com/v1", "kind": "HostPort", "metadata": {"name": "web"}, "hostPort": "localhost:8080"}`, "create", "-f", "-")
+	if out := c.must("get", "hostports.v2.stable.example.com", "web", "-o", "jsonpath={.apiVersion} {.host} {.port} {.hostPort}"); out != "stable.example.com/v2 localhost 8080 " {
+		t.Errorf("v1 object read at v2: %q, want host and port", out)
+	}
+	c.withStdin(`{"apiVersion": "stable.example.com/v2", "kind": "HostPort", "metadata": {"name": "db"}, "host": "db", "port": "5432"}`, "create", "-f", "-")
+	if out := c.must("get", "hostports.v1.stable.example.com", "db", "-o", "jsonpath={.apiVersion} {.hostPort}"); out != "stable.example.com/v1 db:5432" {
+		t.Errorf("v2 object read at v1: %q, want hostPort", out)
+	}
+	if out := c.must("get", "hostports.v2.stable.example.com", "-o", "jsonpath={range .items[*]}{.metadata.name}={.host}:{.port} {end}"); out != "db=db:5432 web=localhost:8080 " {
+		t.Errorf("list at v2: %q", out)
+	}
+}
+
+// crdVersion is a served version of the webhook tests' definitions, its
+// schema declaring the properties given (any when none are).
+func crdVersion(name string, storage bool, dataProperties string) string {
+	schema := `{type: object, x-kubernetes-preserve-unknown-fields: true}`
+	if dataProperties != "" {
+		schema = `{type: object, properties: {data: {type: object, properties: {` + dataProperties + `}}}}`
+	}
+	return `  - name: ` + name + `
+    served: true
+    storage: ` + map[bool]string{true: "true", false: "false"}[storage] + `
+    schema: {openAPIV3Schema: ` + schema + `}
+`
 }

@@ -69,7 +69,7 @@ func New(cfg Config) (*Webhooks, error) {
 	}{m, v} {
 		p.SetExternalKubeClientSet(cfg.Client)
 		p.SetExternalKubeInformerFactory(cfg.Informers)
-		p.SetAuthenticationInfoResolverWrapper(serviceDialing(cfg.DialService))
+		p.SetAuthenticationInfoResolverWrapper(ServiceDialing(cfg.DialService))
 		if err := p.ValidateInitialization(); err != nil {
 			return nil, fmt.Errorf("admission webhooks: %w", err)
 		}
@@ -81,9 +81,10 @@ func New(cfg Config) (*Webhooks, error) {
 	}}, nil
 }
 
-// serviceDialing makes a webhook behind a Service dial through dial,
-// whatever address its client asks for (the Service's DNS name).
-func serviceDialing(dial func(ctx context.Context, namespace, name string, port int32) (net.Conn, error)) webhookutil.AuthenticationInfoResolverWrapper {
+// ServiceDialing makes a webhook behind a Service (an admission webhook,
+// or a custom resource definition's conversion webhook) dial through
+// dial, whatever address its client asks for (the Service's DNS name).
+func ServiceDialing(dial func(ctx context.Context, namespace, name string, port int32) (net.Conn, error)) webhookutil.AuthenticationInfoResolverWrapper {
 	return func(next webhookutil.AuthenticationInfoResolver) webhookutil.AuthenticationInfoResolver {
 		return &webhookutil.AuthenticationInfoResolverDelegator{
 			ClientConfigForFunc: next.ClientConfigFor,

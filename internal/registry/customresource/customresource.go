@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
@@ -49,7 +50,7 @@ func StoragePrefix(group, plural string) string {
 // the built-in OpenAPI schemas (ObjectMeta, ...) the definitions' apply
 // schemas refer to. The resources of a terminating definition refuse
 // creates, as upstream's.
-func Resources(crd *apiextensionsv1.CustomResourceDefinition, static map[string]*spec.Schema, terminating bool) ([]*registry.Resource, error) {
+func Resources(crd *apiextensionsv1.CustomResourceDefinition, static map[string]*spec.Schema, terminating bool, converters *conversion.CRConverterFactory) ([]*registry.Resource, error) {
 	internal, err := customresourcedefinition.Internal(crd)
 	if err != nil {
 		return nil, fmt.Errorf("convert %s: %w", crd.Name, err)
@@ -57,6 +58,10 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, static map[string]
 	storage, err := apiextensions.GetCRDStorageVersion(internal)
 	if err != nil {
 		return nil, err
+	}
+	converter, _, err := converters.NewConverter(crd)
+	if err != nil {
+		return nil, fmt.Errorf("conversion of %s: %w", crd.Name, err)
 	}
 	tc, err := typeConverter(crd, static)
 	if err != nil {
@@ -67,7 +72,7 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, static map[string]
 		if !v.Served {
 			continue
 		}
-		r, err := resource(crd, internal, v, storage, tc, terminating)
+		r, err := resource(crd, internal, v, storage, converter, tc, terminating)
 		if err != nil {
 			return nil, fmt.Errorf("%s version %s: %w", crd.Name, v.Name, err)
 		}
@@ -77,7 +82,7 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition, static map[string]
 }
 
 func resource(crd *apiextensionsv1.CustomResourceDefinition, internal *apiextensions.CustomResourceDefinition,
-	v apiextensionsv1.CustomResourceDefinitionVersion, storage string, tc managedfields.TypeConverter, terminating bool) (*registry.Resource, error) {
+	v apiextensionsv1.CustomResourceDefinitionVersion, storage string, converter runtime.ObjectConvertor, tc managedfields.TypeConverter, terminating bool) (*registry.Resource, error) {
 	kind := schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind}
 	validation, err := apiextensions.GetSchemaForVersion(internal, v.Name)
 	if err != nil {
@@ -133,6 +138,7 @@ func resource(crd *apiextensionsv1.CustomResourceDefinition, internal *apiextens
 		TypeConverter: tc,
 		Unstructured: &registry.Unstructured{
 			StorageVersion: storage,
+			Converter:      converter,
 			Prune: func(obj map[string]interface{}) []string {
 				return pruning.PruneWithOptions(obj, structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 			},

@@ -4,12 +4,24 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 
 	"github.com/svcnet/svcnet/internal/registry"
 )
+
+// noneConverters make the converters of definitions that need no webhook.
+func noneConverters(t *testing.T) *conversion.CRConverterFactory {
+	t.Helper()
+	f, err := conversion.NewCRConverterFactory(webhookutil.NewDefaultServiceResolver(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
 
 func widgets(versions ...apiextensionsv1.CustomResourceDefinitionVersion) *apiextensionsv1.CustomResourceDefinition {
 	crd := &apiextensionsv1.CustomResourceDefinition{
@@ -55,7 +67,7 @@ func version(name string, served, storage bool) apiextensionsv1.CustomResourceDe
 }
 
 func TestResourcesPerServedVersion(t *testing.T) {
-	rs, err := Resources(widgets(version("v1", true, true), version("v1beta1", true, false), version("v1alpha1", false, false)), nil, false)
+	rs, err := Resources(widgets(version("v1", true, true), version("v1beta1", true, false), version("v1alpha1", false, false)), nil, false, noneConverters(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +91,7 @@ func object(spec map[string]interface{}) *unstructured.Unstructured {
 }
 
 func TestPruneDefaultValidate(t *testing.T) {
-	rs, err := Resources(widgets(version("v1", true, true)), nil, false)
+	rs, err := Resources(widgets(version("v1", true, true)), nil, false, noneConverters(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +117,7 @@ func TestPruneDefaultValidate(t *testing.T) {
 }
 
 func TestColumnsAndScale(t *testing.T) {
-	rs, err := Resources(widgets(version("v1", true, true)), nil, false)
+	rs, err := Resources(widgets(version("v1", true, true)), nil, false, noneConverters(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +146,7 @@ func TestColumnsAndScale(t *testing.T) {
 func TestDefaultAgeColumnAndTerminating(t *testing.T) {
 	v := version("v1", true, true)
 	v.AdditionalPrinterColumns = nil
-	rs, err := Resources(widgets(v), nil, true)
+	rs, err := Resources(widgets(v), nil, true, noneConverters(t))
 	if err != nil {
 		t.Fatal(err)
 	}
