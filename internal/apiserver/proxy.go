@@ -258,6 +258,10 @@ func (s *Server) serviceTarget(ctx context.Context, namespace, name, port, id st
 // --enable-aggregator-routing.
 func (s *Server) DialService(ctx context.Context, namespace, name string, port int32) (net.Conn, error) {
 	node, ip, p, err := s.serviceTarget(ctx, namespace, name, strconv.Itoa(int(port)), namespace+"/"+name)
+	if apierrors.IsNotFound(err) {
+		// As kube-apiserver's resolver, which reads a Service lister.
+		return nil, apierrors.NewNotFound(corev1.Resource("service"), name)
+	}
 	if err != nil {
 		return nil, err
 	}
