@@ -13,6 +13,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/admission"
 	"github.com/svcnet/svcnet/internal/admission/noderestriction"
+	"github.com/svcnet/svcnet/internal/admission/runtimeclass"
 	"github.com/svcnet/svcnet/internal/admission/webhook"
 	"github.com/svcnet/svcnet/internal/auth/authn"
 	"github.com/svcnet/svcnet/internal/auth/authz"
@@ -71,8 +72,9 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kub
 		objects: serviceaccount.NewCached(loopback, factory),
 	}
 	chain := authz.Union{authz.PrivilegedGroups{user.SystemPrivilegedGroup}}
-	// As kube-apiserver's default plugins: the built-in ones, then the
-	// admission webhooks.
+	// As kube-apiserver's default plugins, in its order: the built-in
+	// ones (NodeRestriction with the Node authorizer, RuntimeClass), then
+	// the admission webhooks.
 	var plugins admission.Chain
 	if len(modes) == 0 {
 		modes = DefaultAuthorizationModes
@@ -99,6 +101,9 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kub
 		}
 	}
 	a.chain = chain
+	classes := factory.Node().V1().RuntimeClasses()
+	a.listed = append(a.listed, classes.Informer())
+	plugins = append(plugins, runtimeclass.New(classes.Lister(), loopback))
 	hooks, err := webhook.New(webhook.Config{Client: loopback, Informers: factory, DialService: a.dial})
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -42,6 +43,7 @@ var schemeBuilders = []func(*runtime.Scheme) error{
 	batchv1.AddToScheme,
 	discoveryv1.AddToScheme,
 	networkingv1.AddToScheme,
+	nodev1.AddToScheme,
 	storagev1.AddToScheme,
 	coordinationv1.AddToScheme,
 	policyv1.AddToScheme,

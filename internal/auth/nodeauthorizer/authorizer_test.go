@@ -77,6 +77,8 @@ func TestAuthorize(t *testing.T) {
 		{"another Lease", group(res("update", "kube-node-lease", "leases", "n2"), "coordination.k8s.io"), authz.NoOpinion, "can only access node lease with the same name as the requesting node"},
 		{"a Lease elsewhere", group(res("get", "default", "leases", "n1"), "coordination.k8s.io"), authz.NoOpinion, `can only access leases in the "kube-node-lease" system namespace`},
 		{"Services (a static rule)", res("watch", "", "services", ""), authz.Allow, ""},
+		{"a RuntimeClass (a static rule)", group(res("get", "", "runtimeclasses", "gvisor"), "node.k8s.io"), authz.Allow, ""},
+		{"writing a RuntimeClass", group(res("update", "", "runtimeclasses", "gvisor"), "node.k8s.io"), authz.NoOpinion, ""},
 		{"Deployments", group(res("list", "", "deployments", ""), "apps"), authz.NoOpinion, ""},
 	} {
 		d, reason, err := z.Authorize(context.Background(), c.a)

@@ -53,6 +53,7 @@ func Resources(d Deps) []*registry.Resource {
 	out = append(out, certificates(d)...)
 	out = append(out, apiextensions()...)
 	out = append(out, admissionregistration()...)
+	out = append(out, nodeGroup()...)
 	if d.Metrics != nil {
 		out = append(out, metrics.Resources(d.Metrics)...)
 	}

@@ -28,6 +28,11 @@ var (
 	sysctlName         = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
 )
 
+// comparisonTolerationOps are what upstream names, in its order, when it
+// refuses Lt and Gt (its alpha TaintTolerationComparisonOperators is off).
+var comparisonTolerationOps = []corev1.TolerationOperator{corev1.TolerationOpEqual, corev1.TolerationOpExists,
+	corev1.TolerationOpLt, corev1.TolerationOpGt}
+
 // Limits of the resolver configuration, from libc.
 const (
 	maxDNSNameservers     = 3
@@ -294,6 +299,8 @@ func Tolerations(tolerations []corev1.Toleration, p *field.Path) field.ErrorList
 			if t.Value != "" {
 				errs = append(errs, field.Invalid(tp.Child("operator"), t.Value, "value must be empty when `operator` is 'Exists'"))
 			}
+		case corev1.TolerationOpLt, corev1.TolerationOpGt:
+			errs = append(errs, field.NotSupported(tp.Child("operator"), t.Operator, comparisonTolerationOps))
 		default:
 			errs = append(errs, field.NotSupported(tp.Child("operator"), t.Operator, tolerationOps))
 		}

@@ -101,6 +101,12 @@ func TestPodSpec(t *testing.T) {
 		{"toleration", func(s *corev1.PodSpec) {
 			s.Tolerations = []corev1.Toleration{{Key: "a", Operator: corev1.TolerationOpExists, Value: "b"}}
 		}, `spec.tolerations[0].operator: Invalid value: "b": value must be empty when ` + "`operator`" + ` is 'Exists'`},
+		{"comparison toleration", func(s *corev1.PodSpec) {
+			s.Tolerations = []corev1.Toleration{{Key: "a", Operator: corev1.TolerationOpGt, Value: "5"}}
+		}, `spec.tolerations[0].operator: Unsupported value: "Gt": supported values: "Equal", "Exists", "Lt", "Gt"`},
+		{"unknown toleration operator", func(s *corev1.PodSpec) {
+			s.Tolerations = []corev1.Toleration{{Key: "a", Operator: "Near"}}
+		}, `spec.tolerations[0].operator: Unsupported value: "Near": supported values: "Equal", "Exists"`},
 		{"dns none", func(s *corev1.PodSpec) { s.DNSPolicy = corev1.DNSNone },
 			"spec.dnsConfig: Required value: must provide `dnsConfig` when `dnsPolicy` is None"},
 		{"host network port", func(s *corev1.PodSpec) {
