@@ -2,17 +2,24 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/admission"
+	"github.com/svcnet/svcnet/internal/admission/adapter"
 	"github.com/svcnet/svcnet/internal/admission/noderestriction"
+	"github.com/svcnet/svcnet/internal/admission/policy"
 	"github.com/svcnet/svcnet/internal/admission/runtimeclass"
 	"github.com/svcnet/svcnet/internal/admission/webhook"
 	"github.com/svcnet/svcnet/internal/auth/authn"
@@ -53,12 +60,15 @@ type apiAuth struct {
 	key       *serviceaccount.Key
 	// listed are the informers whose lists start waits for.
 	listed []cache.SharedIndexInformer
+	// policies judge writes by the admission policies; stop ends them.
+	policies *policy.Policies
+	stop     chan struct{}
 	// dialService reaches a Service's endpoint for the admission
 	// webhooks: the API server's, set once it is built.
 	dialService func(ctx context.Context, namespace, name string, port int32) (net.Conn, error)
 }
 
-func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kubernetes.Interface) (*apiAuth, error) {
+func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopbackConfig *rest.Config, loopback kubernetes.Interface) (*apiAuth, error) {
 	key, err := serviceaccount.LoadOrCreateKey(caDir)
 	if err != nil {
 		return nil, err
@@ -104,12 +114,26 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopback kub
 	classes := factory.Node().V1().RuntimeClasses()
 	a.listed = append(a.listed, classes.Informer())
 	plugins = append(plugins, runtimeclass.New(classes.Lister(), loopback))
+	dyn, err := dynamic.NewForConfig(loopbackConfig)
+	if err != nil {
+		return nil, fmt.Errorf("admission policies' client: %w", err)
+	}
+	a.stop = make(chan struct{})
+	a.policies, err = policy.New(policy.Config{Client: loopback, Dynamic: dyn, Informers: factory,
+		RESTMapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(loopback.Discovery())),
+		Authorizer: adapter.Authorizer{Authorizer: chain}, Stop: a.stop})
+	if err != nil {
+		return nil, err
+	}
 	hooks, err := webhook.New(webhook.Config{Client: loopback, Informers: factory, DialService: a.dial})
 	if err != nil {
 		return nil, err
 	}
+	a.listed = append(a.listed, a.policies.Informers...)
 	a.listed = append(a.listed, hooks.Informers...)
-	a.admission = append(plugins, hooks)
+	// Upstream's order: the mutating policies before the mutating
+	// webhooks, the validating policies after the validating webhooks.
+	a.admission = append(plugins, mutatingFirst{a.policies}, hooks, validatingLast{a.policies})
 	audiences := []string{serviceaccount.DefaultIssuer}
 	a.tokens = &saregistry.Tokens{Issuer: &serviceaccount.Issuer{Key: key, Issuer: serviceaccount.DefaultIssuer},
 		Audiences: audiences, Objects: a.objects}
@@ -137,6 +161,21 @@ func (a *apiAuth) dial(ctx context.Context, namespace, name string, port int32) 
 	return a.dialService(ctx, namespace, name, port)
 }
 
+// mutatingFirst is a plugin's mutating half alone; validatingLast its
+// validating half alone.
+type (
+	mutatingFirst  struct{ admission.Mutator }
+	validatingLast struct{ admission.Plugin }
+)
+
+func (mutatingFirst) Validate(context.Context, *admission.Attributes) error { return nil }
+
+// shutdown stops the informers and the admission policies' plugins.
+func (a *apiAuth) shutdown() {
+	close(a.stop)
+	a.factory.Shutdown()
+}
+
 // start runs the informers until ctx ends and waits for their lists, all
 // but the Secrets': Cached reads a Secret its cache lacks through the API,
 // and Secrets the server cannot decrypt (encryption at rest without their
@@ -152,6 +191,10 @@ func (a *apiAuth) start(ctx, wait context.Context) error {
 		if !cache.WaitForCacheSync(wait.Done(), inf.HasSynced) {
 			return fmt.Errorf("list for authentication and authorization: %w", wait.Err())
 		}
+	}
+	// The policies compile once listed; writes would wait for them.
+	if !a.policies.WaitForReady() {
+		return errors.New("admission policies not compiled in time")
 	}
 	return nil
 }

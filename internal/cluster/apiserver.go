@@ -240,7 +240,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		return nil, fmt.Errorf("loopback client: %w", err)
 	}
 	a.loopback = loopback
-	auth, err := newAPIAuth(o.caDir(), o.AuthorizationModes, o.EnableBootstrapTokenAuth, loopback)
+	auth, err := newAPIAuth(o.caDir(), o.AuthorizationModes, o.EnableBootstrapTokenAuth, lb.Config(), loopback)
 	if err != nil {
 		a.stopStorage()
 		return nil, err
@@ -315,7 +315,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	}()
 	stopPolicy := func() {
 		stopInformers()
-		auth.factory.Shutdown()
+		auth.shutdown()
 		<-crdsDone
 	}
 	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)

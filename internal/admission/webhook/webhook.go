@@ -13,11 +13,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"reflect"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sadmission "k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
@@ -28,7 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/svcnet/svcnet/internal/admission"
-	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/admission/adapter"
 )
 
 // Config is what the webhooks are called with.
@@ -109,94 +105,10 @@ func (w *Webhooks) Admit(ctx context.Context, a *admission.Attributes) error {
 	if !w.mutating.Handles(k8sadmission.Operation(a.Operation)) {
 		return nil
 	}
-	return w.mutating.Admit(ctx, attributes(a), objectInterfaces)
+	return w.mutating.Admit(ctx, adapter.Attributes(a), adapter.Objects)
 }
 
 // Validate implements admission.Plugin: the validating webhooks.
 func (w *Webhooks) Validate(ctx context.Context, a *admission.Attributes) error {
-	return w.validating.Validate(ctx, attributes(a), objectInterfaces)
-}
-
-// attributes are a's in upstream's form, with the objects' apiVersion and
-// kind set, as the AdmissionReview carries them.
-func attributes(a *admission.Attributes) k8sadmission.Attributes {
-	for _, o := range []runtime.Object{a.Object, a.OldObject, a.Options} {
-		if o != nil {
-			registry.SetKind(o)
-		}
-	}
-	return k8sadmission.NewAttributesRecord(a.Object, a.OldObject, a.Kind, a.Namespace, a.Name,
-		a.Resource.WithVersion(a.Version), a.Subresource, k8sadmission.Operation(a.Operation), a.Options, a.DryRun, a.User)
-}
-
-// objectInterfaces are what the plugins make, type and convert objects
-// with. The API server serves each kind at the version it stores, so a
-// conversion is a copy; defaulting is the API server's, after admission.
-var objectInterfaces k8sadmission.ObjectInterfaces = objects{}
-
-type objects struct{}
-
-func (objects) GetObjectCreater() runtime.ObjectCreater { return creater{} }
-func (objects) GetObjectTyper() runtime.ObjectTyper     { return registry.Scheme }
-func (objects) GetObjectDefaulter() runtime.ObjectDefaulter {
-	return noDefaults{}
-}
-func (objects) GetObjectConvertor() runtime.ObjectConvertor { return convertor{} }
-func (objects) GetEquivalentResourceMapper() runtime.EquivalentResourceMapper {
-	return equivalents
-}
-
-// equivalents knows no resource served under two names.
-var equivalents = runtime.NewEquivalentResourceRegistry()
-
-type noDefaults struct{}
-
-func (noDefaults) Default(runtime.Object) {}
-
-// creater makes the scheme's kinds, and custom resources unstructured.
-type creater struct{}
-
-func (creater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
-	if registry.Scheme.Recognizes(gvk) {
-		return registry.Scheme.New(gvk)
-	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	return u, nil
-}
-
-// convertor copies an object into another of its type.
-type convertor struct{}
-
-func (convertor) Convert(in, out, _ interface{}) error {
-	src, ok := in.(runtime.Object)
-	if !ok {
-		return fmt.Errorf("cannot convert %T", in)
-	}
-	if u, ok := out.(*unstructured.Unstructured); ok {
-		su, ok := in.(*unstructured.Unstructured)
-		if !ok {
-			return fmt.Errorf("cannot convert %T to %T", in, out)
-		}
-		u.Object = runtime.DeepCopyJSON(su.Object)
-		return nil
-	}
-	iv, ov := reflect.ValueOf(in), reflect.ValueOf(out)
-	if iv.Type() != ov.Type() || ov.Kind() != reflect.Pointer {
-		return fmt.Errorf("cannot convert %T to %T", in, out)
-	}
-	ov.Elem().Set(reflect.ValueOf(src.DeepCopyObject()).Elem())
-	return nil
-}
-
-func (convertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
-	gvk := in.GetObjectKind().GroupVersionKind()
-	if target, ok := gv.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk}); ok && target == gvk {
-		return in, nil
-	}
-	return nil, fmt.Errorf("cannot convert %s to another version", gvk)
-}
-
-func (convertor) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
-	return label, value, nil
+	return w.validating.Validate(ctx, adapter.Attributes(a), adapter.Objects)
 }

@@ -5,6 +5,8 @@
 // (pkg/apis/admissionregistration/validation), with its messages, field
 // paths and the relaxations an update gets for a configuration stored
 // under older rules. The two kinds' own folders hold their strategies.
+// The admission policies (internal/registry/admissionpolicy) share its
+// rule and match condition checks, its CEL compiler and its enums.
 package admissionwebhook
 
 import (
@@ -194,11 +196,13 @@ func Validate(hooks []Webhook, opts Options) field.ErrorList {
 	return errs
 }
 
-// The values upstream supports, in the sorted order of its messages.
+// The values upstream supports, in the sorted order of its messages. The
+// failure, match and reinvocation policies are those of admission policies
+// too (internal/registry/admissionpolicy).
 var (
-	supportedFailurePolicies = sets.New(string(admissionregistrationv1.Ignore), string(admissionregistrationv1.Fail))
-	supportedMatchPolicies   = sets.New(string(admissionregistrationv1.Exact), string(admissionregistrationv1.Equivalent))
-	allSideEffectClasses     = sets.New(
+	FailurePolicies      = sets.New(string(admissionregistrationv1.Ignore), string(admissionregistrationv1.Fail))
+	MatchPolicies        = sets.New(string(admissionregistrationv1.Exact), string(admissionregistrationv1.Equivalent))
+	allSideEffectClasses = sets.New(
 		string(admissionregistrationv1.SideEffectClassUnknown),
 		string(admissionregistrationv1.SideEffectClassNone),
 		string(admissionregistrationv1.SideEffectClassSome),
@@ -206,7 +210,7 @@ var (
 	noSideEffectClasses = sets.New(
 		string(admissionregistrationv1.SideEffectClassNone),
 		string(admissionregistrationv1.SideEffectClassNoneOnDryRun))
-	supportedReinvocationPolicies = sets.New(
+	ReinvocationPolicies = sets.New(
 		string(admissionregistrationv1.NeverReinvocationPolicy),
 		string(admissionregistrationv1.IfNeededReinvocationPolicy))
 	supportedOperations = sets.New(
@@ -241,13 +245,13 @@ func hasAcceptedVersion(versions []string) bool {
 func validateWebhook(h *Webhook, opts Options, path *field.Path) field.ErrorList {
 	errs := utilvalidation.IsFullyQualifiedName(path.Child("name"), h.Name)
 	for i := range h.Rules {
-		errs = append(errs, validateRuleWithOperations(&h.Rules[i], path.Child("rules").Index(i))...)
+		errs = append(errs, ValidateRuleWithOperations(&h.Rules[i], path.Child("rules").Index(i))...)
 	}
-	if h.FailurePolicy != nil && !supportedFailurePolicies.Has(string(*h.FailurePolicy)) {
-		errs = append(errs, field.NotSupported(path.Child("failurePolicy"), *h.FailurePolicy, sets.List(supportedFailurePolicies)))
+	if h.FailurePolicy != nil && !FailurePolicies.Has(string(*h.FailurePolicy)) {
+		errs = append(errs, field.NotSupported(path.Child("failurePolicy"), *h.FailurePolicy, sets.List(FailurePolicies)))
 	}
-	if h.MatchPolicy != nil && !supportedMatchPolicies.Has(string(*h.MatchPolicy)) {
-		errs = append(errs, field.NotSupported(path.Child("matchPolicy"), *h.MatchPolicy, sets.List(supportedMatchPolicies)))
+	if h.MatchPolicy != nil && !MatchPolicies.Has(string(*h.MatchPolicy)) {
+		errs = append(errs, field.NotSupported(path.Child("matchPolicy"), *h.MatchPolicy, sets.List(MatchPolicies)))
 	}
 	allowedSideEffects := allSideEffectClasses
 	if opts.RequireNoSideEffects {
@@ -268,8 +272,8 @@ func validateWebhook(h *Webhook, opts Options, path *field.Path) field.ErrorList
 	if h.ObjectSelector != nil {
 		errs = append(errs, metav1validation.ValidateLabelSelector(h.ObjectSelector, selectorOpts, path.Child("objectSelector"))...)
 	}
-	if h.Mutating && h.ReinvocationPolicy != nil && !supportedReinvocationPolicies.Has(string(*h.ReinvocationPolicy)) {
-		errs = append(errs, field.NotSupported(path.Child("reinvocationPolicy"), *h.ReinvocationPolicy, sets.List(supportedReinvocationPolicies)))
+	if h.Mutating && h.ReinvocationPolicy != nil && !ReinvocationPolicies.Has(string(*h.ReinvocationPolicy)) {
+		errs = append(errs, field.NotSupported(path.Child("reinvocationPolicy"), *h.ReinvocationPolicy, sets.List(ReinvocationPolicies)))
 	}
 	cc, ccPath := &h.ClientConfig, path.Child("clientConfig")
 	switch {
@@ -281,12 +285,14 @@ func validateWebhook(h *Webhook, opts Options, path *field.Path) field.ErrorList
 		errs = append(errs, webhookutil.ValidateWebhookService(ccPath.Child("service"), cc.Service.Namespace, cc.Service.Name, cc.Service.Path, ptr.Deref(cc.Service.Port, 0))...)
 	}
 	if !opts.IgnoreMatchConditions {
-		errs = append(errs, validateMatchConditions(h.MatchConditions, opts, path.Child("matchConditions"))...)
+		errs = append(errs, ValidateMatchConditions(h.MatchConditions, false, opts.StoredExpressions, path.Child("matchConditions"))...)
 	}
 	return errs
 }
 
-func validateRuleWithOperations(r *admissionregistrationv1.RuleWithOperations, path *field.Path) field.ErrorList {
+// ValidateRuleWithOperations follows upstream's validateRuleWithOperations:
+// operations, then the rule, whose resources may name subresources.
+func ValidateRuleWithOperations(r *admissionregistrationv1.RuleWithOperations, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	opsPath := path.Child("operations")
 	if len(r.Operations) == 0 {
@@ -414,7 +420,12 @@ func validateAdmissionReviewVersions(versions []string, requireRecognized bool, 
 // maxMatchConditions is upstream's limit on a webhook's matchConditions.
 const maxMatchConditions = 64
 
-func validateMatchConditions(conditions []admissionregistrationv1.MatchCondition, opts Options, path *field.Path) field.ErrorList {
+// ValidateMatchConditions follows upstream's validateMatchConditions: at
+// most 64 conditions of unique, qualified names, each a bool expression
+// compiled with params declared when params is set (an admission policy
+// with a paramKind). An expression among stored, the stored object's, is
+// compiled in CEL's stored-expression environment.
+func ValidateMatchConditions(conditions []admissionregistrationv1.MatchCondition, params bool, stored sets.Set[string], path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(conditions) > maxMatchConditions {
 		errs = append(errs, field.TooMany(path, len(conditions), maxMatchConditions))
@@ -422,7 +433,7 @@ func validateMatchConditions(conditions []admissionregistrationv1.MatchCondition
 	names := sets.New[string]()
 	for i := range conditions {
 		mc := &conditions[i]
-		errs = append(errs, validateMatchCondition(mc, opts, path.Index(i))...)
+		errs = append(errs, validateMatchCondition(mc, params, stored, path.Index(i))...)
 		if mc.Name != "" {
 			if names.Has(mc.Name) {
 				errs = append(errs, field.Duplicate(path.Index(i).Child("name"), mc.Name))
@@ -434,14 +445,14 @@ func validateMatchConditions(conditions []admissionregistrationv1.MatchCondition
 	return errs
 }
 
-func validateMatchCondition(mc *admissionregistrationv1.MatchCondition, opts Options, path *field.Path) field.ErrorList {
+func validateMatchCondition(mc *admissionregistrationv1.MatchCondition, params bool, stored sets.Set[string], path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if expr := strings.TrimSpace(mc.Expression); expr == "" {
 		errs = append(errs, field.Required(path.Child("expression"), ""))
 	} else {
 		// Upstream looks the trimmed expression up among the stored,
 		// untrimmed ones.
-		errs = append(errs, compileMatchCondition(expr, opts.StoredExpressions.Has(expr), path.Child("expression"))...)
+		errs = append(errs, compileMatchCondition(expr, params, stored.Has(expr), path.Child("expression"))...)
 	}
 	if mc.Name == "" {
 		errs = append(errs, field.Required(path.Child("name"), ""))

@@ -18,7 +18,9 @@ var (
 	compiler     plugincel.Compiler
 )
 
-func celCompiler() plugincel.Compiler {
+// Compiler is upstream's strict stateless CEL compiler (no variable
+// composition), shared by every validation that compiles expressions.
+func Compiler() plugincel.Compiler {
 	compilerOnce.Do(func() {
 		compiler = plugincel.NewCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 	})
@@ -26,25 +28,26 @@ func celCompiler() plugincel.Compiler {
 }
 
 // compileMatchCondition compiles a match condition as upstream does: a
-// bool expression over object, oldObject, request and authorizer (no
-// params), in the stored-expression environment when the stored
-// configuration already held it, so that an update keeps accepting it.
-func compileMatchCondition(expr string, stored bool, path *field.Path) field.ErrorList {
+// bool expression over object, oldObject, request and authorizer (and
+// params, for a policy with a paramKind), in the stored-expression
+// environment when the stored configuration already held it, so that an
+// update keeps accepting it.
+func compileMatchCondition(expr string, params, stored bool, path *field.Path) field.ErrorList {
 	env := environment.NewExpressions
 	if stored {
 		env = environment.StoredExpressions
 	}
-	result := celCompiler().CompileCELExpression(&matchconditions.MatchCondition{Expression: expr},
-		plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, env)
+	result := Compiler().CompileCELExpression(&matchconditions.MatchCondition{Expression: expr},
+		plugincel.OptionalVariableDeclarations{HasParams: params, HasAuthorizer: true}, env)
 	if result.Error == nil {
 		return nil
 	}
-	return field.ErrorList{celError(path, expr, result.Error)}
+	return field.ErrorList{CELError(path, expr, result.Error)}
 }
 
-// celError turns a compilation error into a field error, as upstream's
+// CELError turns a compilation error into a field error, as upstream's
 // convertCELErrorToValidationError.
-func celError(path *field.Path, expr string, err *apiservercel.Error) *field.Error {
+func CELError(path *field.Path, expr string, err *apiservercel.Error) *field.Error {
 	switch err.Type {
 	case apiservercel.ErrorTypeRequired:
 		return field.Required(path, err.Detail)

@@ -8,14 +8,18 @@ import (
 )
 
 func TestAdmissionRegistrationRegister(t *testing.T) {
-	set, err := registry.NewSet(admissionregistration()...)
+	set, err := registry.NewSet(admissionregistration(Deps{})...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// resource: short names, categories, namespaced, status, generation, columns
 	want := map[string]string{
-		"admissionregistration.k8s.io/v1, Resource=validatingwebhookconfigurations": "|api-extensions|false|false|true|Name,Webhooks,Age",
-		"admissionregistration.k8s.io/v1, Resource=mutatingwebhookconfigurations":   "|api-extensions|false|false|true|Name,Webhooks,Age",
+		"admissionregistration.k8s.io/v1, Resource=validatingwebhookconfigurations":   "|api-extensions|false|false|true|Name,Webhooks,Age",
+		"admissionregistration.k8s.io/v1, Resource=mutatingwebhookconfigurations":     "|api-extensions|false|false|true|Name,Webhooks,Age",
+		"admissionregistration.k8s.io/v1, Resource=validatingadmissionpolicies":       "|api-extensions|false|true|true|Name,Validations,ParamKind,Age",
+		"admissionregistration.k8s.io/v1, Resource=validatingadmissionpolicybindings": "|api-extensions|false|false|true|Name,PolicyName,ParamRef,Age",
+		"admissionregistration.k8s.io/v1, Resource=mutatingadmissionpolicies":         "|api-extensions|false|false|true|Name,Mutations,ParamKind,Age",
+		"admissionregistration.k8s.io/v1, Resource=mutatingadmissionpolicybindings":   "|api-extensions|false|false|true|Name,PolicyName,ParamRef,Age",
 	}
 	for _, r := range set.All() {
 		gvr := r.GroupVersionResource().String()

@@ -52,7 +52,7 @@ func Resources(d Deps) []*registry.Resource {
 	out = append(out, batch()...)
 	out = append(out, certificates(d)...)
 	out = append(out, apiextensions()...)
-	out = append(out, admissionregistration()...)
+	out = append(out, admissionregistration(d)...)
 	out = append(out, nodeGroup()...)
 	if d.Metrics != nil {
 		out = append(out, metrics.Resources(d.Metrics)...)
