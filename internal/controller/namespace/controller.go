@@ -157,28 +157,46 @@ func (c *Controller) deleteContent(ctx context.Context, ns *corev1.Namespace) (i
 	finalizers := map[string]int{}
 	var estimate int64
 	var errs []error
-	for _, list := range lists {
-		gv, err := schema.ParseGroupVersion(list.GroupVersion)
+	deleteAll := func(gvr schema.GroupVersionResource, verbs []string) {
+		left, err := c.deleteAll(ctx, ns.Name, gvr, verbs)
 		if err != nil {
-			report.groupVersionFailed(err)
+			errs = append(errs, err)
+			report.deleteFailed(err)
+			return
+		}
+		estimate = max(estimate, left.estimate)
+		if left.count > 0 {
+			remaining[gvr.GroupResource()] = left.count
+		}
+		for f, n := range left.finalizers {
+			finalizers[f] += n
+		}
+	}
+	// As upstream's OrderedNamespaceDeletion: the pods go first, and
+	// nothing else goes while some remain (a terminating pod may still
+	// use its ConfigMaps, Secrets and claims).
+	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
+	for _, list := range lists {
+		if list.GroupVersion != podsGVR.GroupVersion().String() {
 			continue
 		}
 		for _, r := range list.APIResources {
-			if !slices.Contains(r.Verbs, "delete") {
-				continue
+			if r.Name == podsGVR.Resource && slices.Contains(r.Verbs, "delete") {
+				deleteAll(podsGVR, r.Verbs)
 			}
-			left, err := c.deleteAll(ctx, ns.Name, gv.WithResource(r.Name), r.Verbs)
+		}
+	}
+	if remaining[podsGVR.GroupResource()] == 0 {
+		for _, list := range lists {
+			gv, err := schema.ParseGroupVersion(list.GroupVersion)
 			if err != nil {
-				errs = append(errs, err)
-				report.deleteFailed(err)
+				report.groupVersionFailed(err)
 				continue
 			}
-			estimate = max(estimate, left.estimate)
-			if left.count > 0 {
-				remaining[gv.WithResource(r.Name).GroupResource()] = left.count
-			}
-			for f, n := range left.finalizers {
-				finalizers[f] += n
+			for _, r := range list.APIResources {
+				if gvr := gv.WithResource(r.Name); slices.Contains(r.Verbs, "delete") && gvr != podsGVR {
+					deleteAll(gvr, r.Verbs)
+				}
 			}
 		}
 	}
