@@ -49,6 +49,7 @@ func controllerManagerFlags(cmd *cobra.Command) *cluster.ControllerManagerOption
 	f.Int32Var(&nl.LargeCluster, "large-cluster-size-threshold", nl.LargeCluster, "nodes above which a zone is large, for secondary-node-eviction-rate")
 	f.Float32Var(&nl.UnhealthyZone, "unhealthy-zone-threshold", nl.UnhealthyZone, "share of not Ready nodes (at least 3) that makes a zone unhealthy")
 	f.IntVar(&o.ReplicaSet.Workers, "concurrent-replicaset-syncs", o.ReplicaSet.Workers, "ReplicaSets synced at once")
+	f.IntVar(&o.ReplicationController.Workers, "concurrent-rc-syncs", o.ReplicationController.Workers, "ReplicationControllers synced at once")
 	f.IntVar(&o.Deployment.Workers, "concurrent-deployment-syncs", o.Deployment.Workers, "Deployments synced at once")
 	f.IntVar(&o.StatefulSet.Workers, "concurrent-statefulset-syncs", o.StatefulSet.Workers, "StatefulSets synced at once")
 	f.IntVar(&o.DaemonSet.Workers, "concurrent-daemonset-syncs", o.DaemonSet.Workers, "DaemonSets synced at once")

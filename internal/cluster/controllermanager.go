@@ -52,6 +52,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/nodelifecycle/tainteviction"
 	"github.com/svcnet/svcnet/internal/controller/podautoscaler"
 	"github.com/svcnet/svcnet/internal/controller/replicaset"
+	"github.com/svcnet/svcnet/internal/controller/replication"
 	"github.com/svcnet/svcnet/internal/controller/rootcacertpublisher"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
 	"github.com/svcnet/svcnet/internal/controller/serviceaccount"
@@ -98,13 +99,15 @@ type ControllerManagerOptions struct {
 	Mirroring     endpointslicemirroring.Options
 	Namespace     namespace.Options
 	ReplicaSet    replicaset.Options
-	Deployment    deployment.Options
-	StatefulSet   statefulset.Options
-	DaemonSet     daemonset.Options
-	PodAutoscaler podautoscaler.Options
-	Job           job.Options
-	NodeLifecycle nodelifecycle.Options
-	Scheduler     scheduler.Options
+	// ReplicationController is --concurrent-rc-syncs.
+	ReplicationController replication.Options
+	Deployment            deployment.Options
+	StatefulSet           statefulset.Options
+	DaemonSet             daemonset.Options
+	PodAutoscaler         podautoscaler.Options
+	Job                   job.Options
+	NodeLifecycle         nodelifecycle.Options
+	Scheduler             scheduler.Options
 	// GCWorkers is --concurrent-gc-syncs.
 	GCWorkers int
 	// ServiceAccountKeyFile is --service-account-private-key-file: the
@@ -148,20 +151,21 @@ func DefaultControllerManagerOptions() ControllerManagerOptions {
 			ResourceName:      "kube-controller-manager",
 			ResourceNamespace: "kube-system",
 		},
-		EndpointSlice: endpointslice.Options{Workers: 5, MaxEndpointsPerSlice: 100},
-		Endpoints:     endpoints.Options{Workers: 5},
-		Mirroring:     endpointslicemirroring.Options{Workers: 5, MaxEndpointsPerSubset: 1000},
-		Namespace:     namespace.Options{Workers: 10, SyncPeriod: 5 * time.Minute},
-		ReplicaSet:    replicaset.Options{Workers: 5},
-		Deployment:    deployment.Options{Workers: 5},
-		StatefulSet:   statefulset.Options{Workers: 5},
-		DaemonSet:     daemonset.Options{Workers: 2},
-		PodAutoscaler: podautoscaler.DefaultOptions(),
-		Job:           job.Options{Workers: 5},
-		NodeLifecycle: nodelifecycle.Options{MonitorPeriod: 5 * time.Second, GracePeriod: 50 * time.Second, StartupGracePeriod: time.Minute, EvictionRate: 0.1, SecondaryRate: 0.01, LargeCluster: 50, UnhealthyZone: 0.55},
-		Scheduler:     scheduler.DefaultOptions(),
-		GCWorkers:     20,
-		CSRSigning:    csrsigning.Options{Duration: csrsigning.DefaultDuration},
+		EndpointSlice:         endpointslice.Options{Workers: 5, MaxEndpointsPerSlice: 100},
+		Endpoints:             endpoints.Options{Workers: 5},
+		Mirroring:             endpointslicemirroring.Options{Workers: 5, MaxEndpointsPerSubset: 1000},
+		Namespace:             namespace.Options{Workers: 10, SyncPeriod: 5 * time.Minute},
+		ReplicaSet:            replicaset.Options{Workers: 5},
+		ReplicationController: replication.Options{Workers: 5},
+		Deployment:            deployment.Options{Workers: 5},
+		StatefulSet:           statefulset.Options{Workers: 5},
+		DaemonSet:             daemonset.Options{Workers: 2},
+		PodAutoscaler:         podautoscaler.DefaultOptions(),
+		Job:                   job.Options{Workers: 5},
+		NodeLifecycle:         nodelifecycle.Options{MonitorPeriod: 5 * time.Second, GracePeriod: 50 * time.Second, StartupGracePeriod: time.Minute, EvictionRate: 0.1, SecondaryRate: 0.01, LargeCluster: 50, UnhealthyZone: 0.55},
+		Scheduler:             scheduler.DefaultOptions(),
+		GCWorkers:             20,
+		CSRSigning:            csrsigning.Options{Duration: csrsigning.DefaultDuration},
 	}
 }
 
@@ -298,6 +302,10 @@ var knownControllers = []knownController{
 	}},
 	{"replicaset-controller", "replicaset", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := replicaset.New(ctx, d, o.ReplicaSet)
+		return runOf(c, err)
+	}},
+	{"replicationcontroller-controller", "replicationcontroller", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
+		c, err := replication.New(ctx, d, o.ReplicationController)
 		return runOf(c, err)
 	}},
 	{"deployment-controller", "deployment", func(ctx context.Context, o *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {

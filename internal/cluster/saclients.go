@@ -37,6 +37,7 @@ var controllerServiceAccounts = map[string]string{
 	"namespace-controller":                           "namespace-controller",
 	"service-cidr-controller":                        "service-cidrs-controller",
 	"replicaset-controller":                          "replicaset-controller",
+	"replicationcontroller-controller":               "replication-controller",
 	"deployment-controller":                          "deployment-controller",
 	"statefulset-controller":                         "statefulset-controller",
 	"daemonset-controller":                           "daemon-set-controller",

@@ -114,3 +114,59 @@ func TestReplicaSetKeepsReplicas(t *testing.T) {
 	})
 	c.must("get", "pod", replaced[0], "-n", ns)
 }
+
+// TestReplicationController: a core/v1 ReplicationController keeps its
+// replicas (its selector defaulted from the template's labels) as
+// upstream's replication manager does, with pods it owns, its
+// DESIRED/CURRENT/READY columns, `kubectl scale rc` through its scale
+// subresource, Events naming it, and its pods collected when it goes.
+func TestReplicationController(t *testing.T) {
+	const ns = "rc-test"
+	c := startCluster(t)
+	c.createNamespace(ns)
+	startFakeKubelet(t, c.clientset(), ns)
+	c.withStdin(`apiVersion: v1
+kind: ReplicationController
+metadata: {name: web}
+spec:
+  replicas: 2
+  template:
+    metadata: {labels: {app: rc-web}}
+    spec:
+      containers: [{name: web, image: nginx}]
+`, "apply", "-n", ns, "-f", "-")
+	converge := func(n int) {
+		t.Helper()
+		eventually(t, 30*time.Second, func() string {
+			// NAME DESIRED CURRENT READY AGE
+			rc := strings.Fields(c.must("get", "rc", "web", "-n", ns, "--no-headers"))
+			want := fmt.Sprint(n)
+			if len(rc) < 4 || rc[1] != want || rc[2] != want || rc[3] != want {
+				return fmt.Sprintf("kubectl get rc web: %v, want DESIRED/CURRENT/READY %d", rc, n)
+			}
+			owners := strings.Fields(c.must("get", "pods", "-n", ns, "-l", "app=rc-web", "-o",
+				`jsonpath={range .items[*]}{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}{" "}{end}`))
+			if len(owners) != n || slices.ContainsFunc(owners, func(o string) bool { return o != "ReplicationController/web" }) {
+				return fmt.Sprintf("pods' owners %v, want %d owned by ReplicationController/web", owners, n)
+			}
+			return ""
+		})
+	}
+	converge(2)
+	if sel := c.must("get", "rc", "web", "-n", ns, "-o", "jsonpath={.spec.selector}"); sel != `{"app":"rc-web"}` {
+		t.Errorf("selector %s, want the template's labels", sel)
+	}
+	c.must("scale", "rc", "web", "-n", ns, "--replicas=3")
+	converge(3)
+	events := c.must("get", "events", "-n", ns, "--field-selector", "involvedObject.kind=ReplicationController,reason=SuccessfulCreate", "-o", "jsonpath={.items[*].source.component}")
+	if !strings.Contains(events, "replication-controller") {
+		t.Errorf("SuccessfulCreate events of the ReplicationController from %q, want replication-controller", events)
+	}
+	c.must("delete", "rc", "web", "-n", ns)
+	eventually(t, 30*time.Second, func() string {
+		if out := c.must("get", "pods", "-n", ns, "-l", "app=rc-web", "-o", "name"); out != "" {
+			return "pods left after the ReplicationController went: " + out
+		}
+		return ""
+	})
+}

@@ -19,6 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -42,17 +44,54 @@ const ControllerName = "replicaset-controller"
 // creates or deletes.
 const burstReplicas = 500
 
-var kind = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
-
 // Options are the controller's flags.
 type Options struct {
 	// Workers is --concurrent-replicaset-syncs.
 	Workers int
 }
 
+// Kind is what a Controller manages: ReplicaSets, or another kind seen as
+// ReplicaSets, as upstream's replication manager runs this controller
+// over ReplicationControllers.
+type Kind struct {
+	GVK schema.GroupVersionKind
+	// ControllerName is the source of the Events; Queue names the queue.
+	ControllerName, Queue string
+	Informer              cache.SharedIndexInformer
+	// AsReplicaSet is an object of the informer as a ReplicaSet.
+	AsReplicaSet func(obj any) *appsv1.ReplicaSet
+	// Lister reads the informer's cache as ReplicaSets.
+	Lister appslisters.ReplicaSetLister
+	// Read and UpdateStatus go to the API.
+	Read         func(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error)
+	UpdateStatus func(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error)
+	// EventObject is the object an Event of rs names: one of the kind.
+	EventObject func(rs *appsv1.ReplicaSet) runtime.Object
+}
+
+// ReplicaSets is the kind of the ReplicaSet controller.
+func ReplicaSets(d controller.Deps) Kind {
+	inf := d.Informers.Apps().V1().ReplicaSets()
+	return Kind{
+		GVK:            appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
+		ControllerName: ControllerName, Queue: "replicaset",
+		Informer:     inf.Informer(),
+		AsReplicaSet: func(obj any) *appsv1.ReplicaSet { return obj.(*appsv1.ReplicaSet) },
+		Lister:       inf.Lister(),
+		Read: func(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error) {
+			return d.Client.AppsV1().ReplicaSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		},
+		UpdateStatus: func(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
+			return d.Client.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, rs, metav1.UpdateOptions{})
+		},
+		EventObject: func(rs *appsv1.ReplicaSet) runtime.Object { return rs },
+	}
+}
+
 // Controller is the ReplicaSet controller.
 type Controller struct {
 	opts         Options
+	kind         Kind
 	client       kubernetes.Interface
 	replicaSets  appslisters.ReplicaSetLister
 	pods         corelisters.PodLister
@@ -66,30 +105,35 @@ type Controller struct {
 	burst int
 }
 
-// New creates the controller and registers its informer handlers; its
-// Events are recorded until ctx ends.
+// New creates the ReplicaSet controller and registers its informer
+// handlers; its Events are recorded until ctx ends.
 func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, error) {
-	rsInformer := d.Informers.Apps().V1().ReplicaSets()
+	return NewFor(ctx, d, opts, ReplicaSets(d))
+}
+
+// NewFor creates the controller of kind.
+func NewFor(ctx context.Context, d controller.Deps, opts Options, kind Kind) (*Controller, error) {
 	podInformer := d.Informers.Core().V1().Pods()
 	c := &Controller{
 		opts:         opts,
+		kind:         kind,
 		client:       d.Client,
-		replicaSets:  rsInformer.Lister(),
+		replicaSets:  kind.Lister,
 		pods:         podInformer.Lister(),
-		recorder:     events.NewRecorder(ctx, d.Client, ControllerName),
+		recorder:     events.NewRecorder(ctx, d.Client, kind.ControllerName),
 		expectations: expectations.New(clock.RealClock{}),
 		clock:        clock.RealClock{},
 		burst:        burstReplicas,
 	}
-	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "replicaset", Sync: c.sync})
+	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: kind.Queue, Sync: c.sync})
 	c.podEvents = controllerref.PodEvents[*appsv1.ReplicaSet]{
-		Kind:      kind,
+		Kind:      kind.GVK,
 		Get:       func(ns, name string) (*appsv1.ReplicaSet, error) { return c.replicaSets.ReplicaSets(ns).Get(name) },
 		Selecting: c.replicaSets.GetPodReplicaSets,
 		Enqueue:   func(rs *appsv1.ReplicaSet) { c.enqueue(rs) },
 	}
 	synced, err := informer.Register(
-		informer.Handler{Informer: rsInformer.Informer(), Handler: cache.ResourceEventHandlerFuncs{
+		informer.Handler{Informer: kind.Informer, Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueue,
 			UpdateFunc: c.updateReplicaSet,
 			DeleteFunc: c.deleteReplicaSet,
@@ -101,7 +145,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		}},
 	)
 	if err != nil {
-		return nil, fmt.Errorf("replicaset controller: %w", err)
+		return nil, fmt.Errorf("%s: %w", kind.ControllerName, err)
 	}
 	c.synced = synced
 	return c, nil
@@ -119,7 +163,7 @@ func (c *Controller) enqueue(obj any) {
 }
 
 func (c *Controller) updateReplicaSet(old, cur any) {
-	oldRS, curRS := old.(*appsv1.ReplicaSet), cur.(*appsv1.ReplicaSet)
+	oldRS, curRS := c.kind.AsReplicaSet(old), c.kind.AsReplicaSet(cur)
 	if oldRS.UID != curRS.UID {
 		// Deleted and recreated between two watch events.
 		c.deleteReplicaSet(oldRS)
@@ -217,10 +261,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	owner := &controllerref.Owner{
 		Object:   rs,
-		Kind:     kind,
+		Kind:     c.kind.GVK,
 		Selector: selector,
 		Fresh: func(ctx context.Context) (metav1.Object, error) {
-			return c.client.AppsV1().ReplicaSets(namespace).Get(ctx, name, metav1.GetOptions{})
+			return c.kind.Read(ctx, namespace, name)
 		},
 		Patch: func(ctx context.Context, namespace, name string, patch []byte) error {
 			_, err := c.client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})

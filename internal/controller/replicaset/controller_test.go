@@ -86,7 +86,7 @@ func pod(name, node string, rs *appsv1.ReplicaSet) *corev1.Pod {
 		Status:     corev1.PodStatus{Phase: corev1.PodPending},
 	}
 	if rs != nil {
-		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, kind)}
+		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))}
 	}
 	return p
 }

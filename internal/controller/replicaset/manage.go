@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -80,17 +81,17 @@ func (c *Controller) manageReplicas(ctx context.Context, rs *appsv1.ReplicaSet, 
 // outcome as an Event. A namespace being deleted is no failure: its
 // ReplicaSets go with it.
 func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error {
-	pod, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, podFromTemplate(rs), metav1.CreateOptions{})
+	pod, err := c.client.CoreV1().Pods(rs.Namespace).Create(ctx, podFromTemplate(rs, c.kind.GVK), metav1.CreateOptions{})
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		return nil
 	case err != nil:
 		if !errors.Is(err, context.Canceled) {
-			c.recorder.Eventf(rs, corev1.EventTypeWarning, reasonFailedCreate, "Error creating: %v", err)
+			c.recorder.Eventf(c.kind.EventObject(rs), corev1.EventTypeWarning, reasonFailedCreate, "Error creating: %v", err)
 		}
 		return err
 	}
-	c.recorder.Eventf(rs, corev1.EventTypeNormal, reasonSuccessfulCreate, "Created pod: %v", pod.Name)
+	c.recorder.Eventf(c.kind.EventObject(rs), corev1.EventTypeNormal, reasonSuccessfulCreate, "Created pod: %v", pod.Name)
 	return nil
 }
 
@@ -98,7 +99,7 @@ func (c *Controller) createPod(ctx context.Context, rs *appsv1.ReplicaSet) error
 // GetPodFromTemplate: the template's labels, annotations, finalizers and
 // spec, a name generated from "<replicaset>-", and the ReplicaSet as its
 // controller.
-func podFromTemplate(rs *appsv1.ReplicaSet) *corev1.Pod {
+func podFromTemplate(rs *appsv1.ReplicaSet, kind schema.GroupVersionKind) *corev1.Pod {
 	pod := controllerref.NewPod(rs, kind, &rs.Spec.Template)
 	pod.GenerateName = rs.Name + "-"
 	if len(validation.NameIsDNSSubdomain(pod.GenerateName, true)) != 0 {
@@ -116,11 +117,11 @@ func (c *Controller) deletePodOf(ctx context.Context, rs *appsv1.ReplicaSet, nam
 		return err
 	case err != nil:
 		if !errors.Is(err, context.Canceled) {
-			c.recorder.Eventf(rs, corev1.EventTypeWarning, reasonFailedDelete, "Error deleting: %v", err)
+			c.recorder.Eventf(c.kind.EventObject(rs), corev1.EventTypeWarning, reasonFailedDelete, "Error deleting: %v", err)
 		}
 		return fmt.Errorf("unable to delete pods: %w", err)
 	}
-	c.recorder.Eventf(rs, corev1.EventTypeNormal, reasonSuccessfulDelete, "Deleted pod: %v", name)
+	c.recorder.Eventf(c.kind.EventObject(rs), corev1.EventTypeNormal, reasonSuccessfulDelete, "Deleted pod: %v", name)
 	return nil
 }
 

@@ -90,20 +90,19 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, st
 		return rs, nil
 	}
 	status.ObservedGeneration = rs.Generation
-	api := c.client.AppsV1().ReplicaSets(rs.Namespace)
 	next := rs.DeepCopy()
 	next.Status = status
-	updated, err := api.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	updated, err := c.kind.UpdateStatus(ctx, next)
 	if err == nil {
 		return updated, nil
 	}
-	fresh, getErr := api.Get(ctx, rs.Name, metav1.GetOptions{})
+	fresh, getErr := c.kind.Read(ctx, rs.Namespace, rs.Name)
 	if getErr != nil {
-		return nil, fmt.Errorf("update status of replicaset %s/%s: %w (and read it again: %w)", rs.Namespace, rs.Name, err, getErr)
+		return nil, fmt.Errorf("update status of %s %s/%s: %w (and read it again: %w)", c.kind.GVK.Kind, rs.Namespace, rs.Name, err, getErr)
 	}
 	fresh.Status = status
-	if updated, err = api.UpdateStatus(ctx, fresh, metav1.UpdateOptions{}); err != nil {
-		return nil, fmt.Errorf("update status of replicaset %s/%s: %w", rs.Namespace, rs.Name, err)
+	if updated, err = c.kind.UpdateStatus(ctx, fresh); err != nil {
+		return nil, fmt.Errorf("update status of %s %s/%s: %w", c.kind.GVK.Kind, rs.Namespace, rs.Name, err)
 	}
 	return updated, nil
 }

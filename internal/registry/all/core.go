@@ -17,6 +17,7 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/persistentvolume"
 	"github.com/svcnet/svcnet/internal/registry/persistentvolumeclaim"
 	"github.com/svcnet/svcnet/internal/registry/pod"
+	"github.com/svcnet/svcnet/internal/registry/replicationcontroller"
 	"github.com/svcnet/svcnet/internal/registry/secret"
 	"github.com/svcnet/svcnet/internal/registry/service"
 	"github.com/svcnet/svcnet/internal/registry/serviceaccount"
@@ -42,6 +43,7 @@ func core(d Deps) []*registry.Resource {
 		persistentvolume.Resource(),
 		persistentvolumeclaim.Resource(storageClasses(d)),
 		pod.Resource(d.ServiceAccounts, evictions(d)),
+		replicationcontroller.Resource(),
 		secret.Resource(),
 		service.Resource(d.Services),
 		serviceaccount.Resource(d.Tokens),

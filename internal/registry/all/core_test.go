@@ -5,10 +5,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/replicationcontroller"
 	"github.com/svcnet/svcnet/internal/registry/workload"
 )
 
@@ -31,6 +33,7 @@ func TestCoreDiscovery(t *testing.T) {
 		"persistentvolumes":      "pv||false|true|false",
 		"persistentvolumeclaims": "pvc||true|true|false",
 		"pods":                   "po|all|true|true|true",
+		"replicationcontrollers": "rc|all|true|true|true",
 		"secrets":                "||true|false|false",
 		"services":               "svc|all|true|true|false",
 		"serviceaccounts":        "sa||true|false|false",
@@ -44,6 +47,9 @@ func TestCoreDiscovery(t *testing.T) {
 			t.Errorf("%s: discovery %s, want %s", r.Resource, got, w)
 		}
 		delete(want, r.Resource)
+		if scalable := r.Resource == "replicationcontrollers"; (r.Scale != nil) != scalable {
+			t.Errorf("%s: scale subresource %v, want %v", r.Resource, r.Scale != nil, scalable)
+		}
 		if r.Kind.Group != "" || r.Kind.Version != "v1" || !registry.Scheme.Recognizes(r.Kind) {
 			t.Errorf("%s: bad kind %s", r.Resource, r.Kind)
 		}
@@ -78,6 +84,22 @@ func TestPodTemplateHooks(t *testing.T) {
 	}
 	tmpl.Spec.Containers[0].Image = ""
 	errs := workload.ValidatePodTemplate(tmpl, field.NewPath("spec", "template"))
+	if len(errs) != 1 || errs[0].Error() != "spec.template.spec.containers[0].image: Required value" {
+		t.Fatalf("got %v", errs)
+	}
+}
+
+func TestReplicationControllerTemplateHooks(t *testing.T) {
+	rc := &corev1.ReplicationController{Spec: corev1.ReplicationControllerSpec{Template: &corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web"}}},
+	}}}
+	s := replicationcontroller.Resource().Strategy
+	s.Default(rc)
+	if rc.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyAlways {
+		t.Fatalf("template not defaulted: %+v", rc.Spec.Template.Spec)
+	}
+	errs := s.Validate(rc)
 	if len(errs) != 1 || errs[0].Error() != "spec.template.spec.containers[0].image: Required value" {
 		t.Fatalf("got %v", errs)
 	}

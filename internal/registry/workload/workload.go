@@ -1,8 +1,10 @@
-// Package workload holds what the apps/v1 workload kinds (deployments,
-// replicasets, statefulsets, daemonsets) share: their common discovery flags, the hooks
-// into pod-template defaulting and validation, the scale subresource, the
-// table layout with its CONTAINERS/IMAGES/SELECTOR columns, and the
-// selector-and-template checks of upstream's pkg/apis/apps/validation.
+// Package workload holds what the workload kinds (the apps/v1 deployments,
+// replicasets, statefulsets, daemonsets, and core/v1 replicationcontrollers)
+// share: their common discovery flags, the hooks into pod-template
+// defaulting and validation, the scale subresource, the table layout with
+// its CONTAINERS/IMAGES/SELECTOR columns, and the selector-and-template
+// checks of upstream's pkg/apis/apps/validation (and their core twin,
+// ValidatePodTemplateSpecForRC).
 package workload
 
 import (
@@ -52,8 +54,9 @@ func DefaultInt32(p **int32, v int32) {
 	}
 }
 
-// parts points at the fields a Deployment, ReplicaSet, StatefulSet or
-// DaemonSet share; a DaemonSet has no replicas (nil).
+// parts points at the fields a Deployment, ReplicaSet, StatefulSet,
+// DaemonSet or ReplicationController share; a DaemonSet has no replicas
+// (nil). A ReplicationController's map selector is given as matchLabels.
 type parts struct {
 	replicas       **int32
 	statusReplicas int32
@@ -71,6 +74,12 @@ func partsOf(obj runtime.Object) parts {
 		return parts{&o.Spec.Replicas, o.Status.Replicas, o.Spec.Selector, &o.Spec.Template}
 	case *appsv1.DaemonSet:
 		return parts{nil, 0, o.Spec.Selector, &o.Spec.Template}
+	case *corev1.ReplicationController:
+		template := o.Spec.Template
+		if template == nil {
+			template = &corev1.PodTemplateSpec{}
+		}
+		return parts{&o.Spec.Replicas, o.Status.Replicas, &metav1.LabelSelector{MatchLabels: o.Spec.Selector}, template}
 	}
 	panic(fmt.Sprintf("workload: %T is not a workload kind", obj))
 }
@@ -213,7 +222,22 @@ func ValidateSelectorAndTemplate(sel *metav1.LabelSelector, template *corev1.Pod
 	if err != nil {
 		return append(errs, field.Invalid(selPath, sel, r.BadSelector))
 	}
-	tmplPath := specPath.Child("template")
+	return append(errs, ValidateTemplate(selector, template, r.DeadlineKind, specPath.Child("template"))...)
+}
+
+// ValidateTemplate checks a controller's pod template against its
+// selector (already converted: a ReplicationController's map selector is
+// labels.SelectorFromSet of it), as upstream's
+// ValidatePodTemplateSpecForReplicaSet and ValidatePodTemplateSpecForRC
+// do: the template is required, its labels match a non-empty selector, it
+// passes ValidatePodTemplate, restartPolicy is Always and
+// activeDeadlineSeconds is unset ("activeDeadlineSeconds in <deadlineKind>
+// is not Supported"). tmplPath is the ".template" path.
+func ValidateTemplate(selector labels.Selector, template *corev1.PodTemplateSpec, deadlineKind string, tmplPath *field.Path) field.ErrorList {
+	if template == nil {
+		return field.ErrorList{field.Required(tmplPath, "")}
+	}
+	var errs field.ErrorList
 	if !selector.Empty() && !selector.Matches(labels.Set(template.Labels)) {
 		errs = append(errs, field.Invalid(tmplPath.Child("metadata", "labels"), template.Labels,
 			"`selector` does not match template `labels`"))
@@ -227,7 +251,7 @@ func ValidateSelectorAndTemplate(sel *metav1.LabelSelector, template *corev1.Pod
 	}
 	if template.Spec.ActiveDeadlineSeconds != nil {
 		errs = append(errs, field.Forbidden(tmplPath.Child("spec", "activeDeadlineSeconds"),
-			"activeDeadlineSeconds in "+r.DeadlineKind+" is not Supported"))
+			"activeDeadlineSeconds in "+deadlineKind+" is not Supported"))
 	}
 	return errs
 }

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -96,4 +97,9 @@ func TestPartsOfOtherKinds(t *testing.T) {
 		}
 	}()
 	Replicas(&appsv1.ControllerRevision{})
+}
+
+func TestValidateTemplateRequired(t *testing.T) {
+	registrytest.ExpectErrors(t, ValidateTemplate(labels.Everything(), nil, "ReplicationController", field.NewPath("spec", "template")),
+		"spec.template: Required value")
 }
