@@ -359,6 +359,27 @@ func TestGarbageCollectionAndNamespaces(t *testing.T) {
 		return ""
 	})
 
+	// Owners in a circle, each blocking its owner's deletion: a
+	// foreground deletion of one still takes all three, as upstream's
+	// collector breaks the cycle.
+	uids := map[string]string{}
+	for _, name := range []string{"ring1", "ring2", "ring3"} {
+		c.must("create", "configmap", name)
+		uids[name] = c.must("get", "configmap", name, "-o", "jsonpath={.metadata.uid}")
+	}
+	for dependent, owner := range map[string]string{"ring1": "ring3", "ring2": "ring1", "ring3": "ring2"} {
+		c.must("patch", "configmap", dependent, "--type=merge", "-p", fmt.Sprintf(
+			`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}]}}`,
+			owner, uids[owner]))
+	}
+	c.must("delete", "configmap", "ring1", "--cascade=foreground", "--wait=false")
+	eventually(t, 30*time.Second, func() string {
+		if out := c.must("get", "configmaps", "-o", "name"); strings.Contains(out, "ring") {
+			return "configmaps of the cycle left: " + out
+		}
+		return ""
+	})
+
 	// A selector-less Service with hand-written Endpoints is mirrored.
 	c.withStdin(`apiVersion: v1
 kind: Service

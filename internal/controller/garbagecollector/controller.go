@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/informer"
@@ -347,6 +348,14 @@ func (c *Controller) collect(ctx context.Context, v *view) error {
 		// An owner waits for this object, which has dependents of its
 		// own: they go first.
 		policy = metav1.DeletePropagationForeground
+		if slices.ContainsFunc(v.dependents, func(d dependentView) bool { return d.deletingDependents }) {
+			// A dependent already waits for dependents of its own,
+			// which may close a cycle back to this object's owner: as
+			// upstream, this object stops blocking its owners first.
+			if err := c.unblockOwners(ctx, v.ref); err != nil {
+				return err
+			}
+		}
 	case slices.Contains(latest.Finalizers, metav1.FinalizerOrphanDependents):
 		policy = metav1.DeletePropagationOrphan
 	case slices.Contains(latest.Finalizers, metav1.FinalizerDeleteDependents):
@@ -412,6 +421,22 @@ func (c *Controller) dropOwners(ctx context.Context, ref objectRef, owners []typ
 			return slices.Contains(owners, o.UID)
 		})
 		return "ownerReferences", keep, len(keep) != len(m.OwnerReferences)
+	})
+}
+
+// unblockOwners makes none of an object's ownerReferences block its
+// owner's foreground deletion.
+func (c *Controller) unblockOwners(ctx context.Context, ref objectRef) error {
+	return c.patchMeta(ctx, ref, func(m *metav1.PartialObjectMetadata) (string, any, bool) {
+		refs := slices.Clone(m.OwnerReferences)
+		changed := false
+		for i := range refs {
+			if refs[i].BlockOwnerDeletion != nil && *refs[i].BlockOwnerDeletion {
+				refs[i].BlockOwnerDeletion = ptr.To(false)
+				changed = true
+			}
+		}
+		return "ownerReferences", refs, changed
 	})
 }
 

@@ -62,6 +62,9 @@ type dependentView struct {
 	ref      objectRef
 	blocking bool
 	deleting bool
+	// deletingDependents: the dependent waits, in foreground deletion,
+	// for dependents of its own.
+	deletingDependents bool
 }
 
 // absentLimit bounds the memory of deleted UIDs; forgetting one only costs
@@ -192,7 +195,8 @@ func (g *graph) view(uid types.UID) *view {
 	v.finalizers = slices.Clone(n.finalizers)
 	v.node.dependents = nil
 	for _, d := range n.dependents {
-		v.dependents = append(v.dependents, dependentView{ref: d.ref, blocking: d.blocks(uid), deleting: d.deleting})
+		v.dependents = append(v.dependents, dependentView{ref: d.ref, blocking: d.blocks(uid), deleting: d.deleting,
+			deletingDependents: d.deletingDependents()})
 	}
 	return v
 }
