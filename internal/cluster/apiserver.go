@@ -29,6 +29,7 @@ import (
 	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
 	"github.com/svcnet/svcnet/internal/admission/webhook"
 	"github.com/svcnet/svcnet/internal/allocator"
@@ -38,6 +39,7 @@ import (
 	"github.com/svcnet/svcnet/internal/auth/serviceaccount"
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/controlplane/autoregister"
 	"github.com/svcnet/svcnet/internal/controlplane/defaultservicecidr"
 	"github.com/svcnet/svcnet/internal/events"
 	"github.com/svcnet/svcnet/internal/metricsserver"
@@ -305,6 +307,18 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		a.stopStorage()
 		return nil, err
 	}
+	// As kube-aggregator's autoregistration: an APIService for every
+	// served group version, custom resources' included.
+	aggregator, err := aggregatorclient.NewForConfig(lb.Config())
+	if err != nil {
+		a.stopStorage()
+		return nil, fmt.Errorf("apiregistration client: %w", err)
+	}
+	apiServices, err := autoregister.New(aggregator, set, controller.NewMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		a.stopStorage()
+		return nil, fmt.Errorf("APIService autoregistration: %w", err)
+	}
 	// The informers of auth and the custom resource controllers stop
 	// after the server.
 	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
@@ -379,12 +393,21 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 			metrics.Run(compactCtx)
 			close(metricsDone)
 		}()
+		// It starts once the stored custom resource definitions are
+		// served (bootstrap waited for them), so that its first sync
+		// keeps their APIServices.
+		apiServicesDone := make(chan struct{})
+		go func() {
+			apiServices.Run(ctx)
+			close(apiServicesDone)
+		}()
 		err := srv.Serve(ctx, tlsConfig, lns...)
 		stopPolicy()
 		stop()
 		<-endpointsDone // it leaves the endpoints through etcd
 		<-cidrDone
 		<-metricsDone
+		<-apiServicesDone
 		<-ipsDone
 		a.stopStorage()
 		a.done <- err

@@ -25,6 +25,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
@@ -52,6 +53,7 @@ var schemeBuilders = []func(*runtime.Scheme) error{
 	authorizationv1.AddToScheme,
 	certificatesv1.AddToScheme,
 	apiextensionsv1.AddToScheme,
+	apiregistrationv1.AddToScheme,
 }
 
 // kindIndex maps between group-version-kinds and OpenAPI model names, the

@@ -225,6 +225,9 @@ type Set struct {
 	// owned maps an owner (a CustomResourceDefinition's name) to what it
 	// added.
 	owned map[string][]*Resource
+	// changed, made when someone waits for the next change, is closed
+	// on it.
+	changed chan struct{}
 }
 
 // NewSet indexes resources and rejects duplicates.
@@ -286,6 +289,10 @@ func (s *Set) Replace(owner string, resources ...*Resource) error {
 	}
 	s.sort()
 	s.gen++
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	return nil
 }
 
@@ -313,6 +320,19 @@ func (s *Set) Generation() uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.gen
+}
+
+// Changed returns a channel that is closed at the set's next change, so
+// that a loop following the served group versions (the APIService
+// registration) reads the set again: take the channel, read the set, then
+// wait on it.
+func (s *Set) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
 }
 
 // All returns the resources sorted by plural name.

@@ -48,3 +48,41 @@ func TestSetReplace(t *testing.T) {
 		t.Errorf("after removing: %d resources", len(set.All()))
 	}
 }
+
+func TestSetChanged(t *testing.T) {
+	set, err := NewSet(res("", "v1", "configmaps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := set.Changed()
+	if set.Changed() != changed {
+		t.Error("two waits for one change got two channels")
+	}
+	select {
+	case <-changed:
+		t.Fatal("closed before any change")
+	default:
+	}
+	if err := set.Replace("other", res("", "v1", "configmaps")); err == nil {
+		t.Fatal("a refused replace succeeded")
+	}
+	select {
+	case <-changed:
+		t.Fatal("closed by a refused replace")
+	default:
+	}
+	if err := set.Replace("widgets.example.com", res("example.com", "v1", "widgets")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("not closed by a change")
+	}
+	next := set.Changed()
+	select {
+	case <-next:
+		t.Fatal("the next wait is over before the next change")
+	default:
+	}
+}

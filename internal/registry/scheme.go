@@ -10,12 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 // Scheme knows every built-in Kubernetes type, CustomResourceDefinitions,
-// the metrics.k8s.io types
-// and the meta.k8s.io types (Table, PartialObjectMetadata) the API server
+// APIServices (kube-aggregator's apiregistration.k8s.io), the metrics.k8s.io
+// types and the meta.k8s.io types (Table, PartialObjectMetadata) the API server
 // answers with.
 var Scheme = newScheme()
 
@@ -36,6 +37,9 @@ func newScheme() *runtime.Scheme {
 		panic(err)
 	}
 	if err := metricsv1beta1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := apiregistrationv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s

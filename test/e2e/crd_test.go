@@ -80,6 +80,16 @@ func TestCustomResourceDefinitions(t *testing.T) {
 	if out := c.must("get", "crd", "widgets.example.com", "-o", "jsonpath={.status.conditions[?(@.type==\"NamesAccepted\")].reason}"); out != "NoConflicts" {
 		t.Errorf("NamesAccepted reason %q, want NoConflicts", out)
 	}
+	// Each served group version is a Local APIService, as the
+	// aggregator's autoregistration makes them: the built-in ones and the
+	// definition's.
+	eventually(t, 10*time.Second, func() string {
+		out, err := c.kubectl("", "get", "apiservices", "v1.apps", "v1.example.com", "--no-headers")
+		if got := normalize(strings.Split(out, "\n")); err != nil || got != "v1.apps Local True AGE\nv1.example.com Local True AGE" {
+			return fmt.Sprintf("kubectl get apiservices: %v\n%s", err, out)
+		}
+		return ""
+	})
 
 	// A client-go dynamic informer follows the custom resources.
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())

@@ -54,6 +54,7 @@ func Resources(d Deps) []*registry.Resource {
 	out = append(out, apiextensions()...)
 	out = append(out, admissionregistration(d)...)
 	out = append(out, nodeGroup()...)
+	out = append(out, apiregistration()...)
 	if d.Metrics != nil {
 		out = append(out, metrics.Resources(d.Metrics)...)
 	}

@@ -85,10 +85,15 @@ func TestValidate(t *testing.T) {
 			`overhead.limits[hugepages-2Mi]: Invalid value: "3Mi": 3Mi is not positive integer multiple of hugepages-2Mi`,
 			"overhead: Forbidden: HugePages require cpu or memory",
 		}},
-		{Name: "node selector", Change: func(r rc) {
-			r.Scheduling.NodeSelector = map[string]string{"bad key": "v", "zone": "not valid"}
+		// One bad entry per case: a map's errors come in no set order.
+		{Name: "node selector key", Change: func(r rc) {
+			r.Scheduling.NodeSelector = map[string]string{"bad key": "v"}
 		}, Want: []string{
 			`scheduling.nodeSelector: Invalid value: "bad key": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+		}},
+		{Name: "node selector value", Change: func(r rc) {
+			r.Scheduling.NodeSelector = map[string]string{"zone": "not valid"}
+		}, Want: []string{
 			`scheduling.nodeSelector: Invalid value: "not valid": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`,
 		}},
 		{Name: "tolerations", Change: func(r rc) {
