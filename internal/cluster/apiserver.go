@@ -39,6 +39,7 @@ import (
 	"github.com/svcnet/svcnet/internal/auth/serviceaccount"
 	"github.com/svcnet/svcnet/internal/controller"
 	"github.com/svcnet/svcnet/internal/controlplane"
+	"github.com/svcnet/svcnet/internal/controlplane/apfbootstrap"
 	"github.com/svcnet/svcnet/internal/controlplane/autoregister"
 	"github.com/svcnet/svcnet/internal/controlplane/defaultservicecidr"
 	"github.com/svcnet/svcnet/internal/events"
@@ -484,6 +485,9 @@ func bootstrap(ctx context.Context, srv *apiserver.Server, repair *controlplane.
 	}
 	if err := bootstrappolicy.Ensure(ctx, loopback); err != nil {
 		return fmt.Errorf("default RBAC policy: %w", err)
+	}
+	if err := apfbootstrap.Ensure(ctx, loopback); err != nil {
+		return fmt.Errorf("API Priority and Fairness bootstrap configuration: %w", err)
 	}
 	if err := repair.Alloc.IPs.Sync(ctx); err != nil {
 		return err

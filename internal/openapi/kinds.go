@@ -17,11 +17,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,6 +54,8 @@ var schemeBuilders = []func(*runtime.Scheme) error{
 	authenticationv1.AddToScheme,
 	authorizationv1.AddToScheme,
 	certificatesv1.AddToScheme,
+	flowcontrolv1.AddToScheme,
+	storagemigrationv1.AddToScheme,
 	apiextensionsv1.AddToScheme,
 	apiregistrationv1.AddToScheme,
 }

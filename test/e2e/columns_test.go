@@ -140,6 +140,11 @@ func TestGetColumnsPerKind(t *testing.T) {
 		{"leases", "NAME HOLDER AGE", ""},
 		{"servicecidrs", "NAME CIDRS AGE", ""},
 		{"ipaddresses", "NAME PARENTREF", ""},
+		// The API server's own: its priority and fairness bootstrap
+		// configuration and its group versions as Local APIServices.
+		{"flowschemas", "NAME PRIORITYLEVEL MATCHINGPRECEDENCE DISTINGUISHERMETHOD AGE MISSINGPL", ""},
+		{"prioritylevelconfigurations", "NAME TYPE NOMINALCONCURRENCYSHARES QUEUES HANDSIZE QUEUELENGTHLIMIT AGE", ""},
+		{"apiservices", "NAME SERVICE AVAILABLE AGE", ""},
 	}
 	for _, tc := range cases {
 		out := c.must("get", tc.kind)

@@ -38,9 +38,9 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*replicaset.Cont
 	return replicaset.NewFor(ctx, d, replicaset.Options{Workers: opts.Workers}, replicaset.Kind{
 		GVK:            corev1.SchemeGroupVersion.WithKind("ReplicationController"),
 		ControllerName: ControllerName, Queue: "replicationmanager",
-		Informer:       inf.Informer(),
-		AsReplicaSet:   func(obj any) *appsv1.ReplicaSet { return asReplicaSet(obj.(*corev1.ReplicationController)) },
-		Lister:         lister{inf.Lister()},
+		Informer:     inf.Informer(),
+		AsReplicaSet: func(obj any) *appsv1.ReplicaSet { return asReplicaSet(obj.(*corev1.ReplicationController)) },
+		Lister:       lister{inf.Lister()},
 		Read: func(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error) {
 			rc, err := rcs(namespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -106,7 +106,9 @@ func withStatus(rc *corev1.ReplicationController, s appsv1.ReplicaSetStatus) *co
 }
 
 // lister reads the ReplicationControllers' cache as ReplicaSets.
-type lister struct{ rcs corelisters.ReplicationControllerLister }
+type lister struct {
+	rcs corelisters.ReplicationControllerLister
+}
 
 var _ appslisters.ReplicaSetLister = lister{}
 
@@ -153,4 +155,3 @@ func asReplicaSets(rcs []*corev1.ReplicationController) []*appsv1.ReplicaSet {
 	}
 	return out
 }
-

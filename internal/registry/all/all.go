@@ -55,6 +55,8 @@ func Resources(d Deps) []*registry.Resource {
 	out = append(out, admissionregistration(d)...)
 	out = append(out, nodeGroup()...)
 	out = append(out, apiregistration()...)
+	out = append(out, flowcontrol()...)
+	out = append(out, storagemigration()...)
 	if d.Metrics != nil {
 		out = append(out, metrics.Resources(d.Metrics)...)
 	}
