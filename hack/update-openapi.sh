@@ -34,6 +34,7 @@ inputs=(
 	k8s.io/api/discovery/v1
 	k8s.io/api/networking/v1
 	k8s.io/api/node/v1
+	k8s.io/api/events/v1
 	k8s.io/api/storage/v1
 	k8s.io/api/coordination/v1
 	k8s.io/api/policy/v1

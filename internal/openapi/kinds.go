@@ -17,6 +17,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -47,6 +48,7 @@ var schemeBuilders = []func(*runtime.Scheme) error{
 	discoveryv1.AddToScheme,
 	networkingv1.AddToScheme,
 	nodev1.AddToScheme,
+	eventsv1.AddToScheme,
 	storagev1.AddToScheme,
 	coordinationv1.AddToScheme,
 	policyv1.AddToScheme,

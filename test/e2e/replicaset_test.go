@@ -162,6 +162,13 @@ spec:
 	if !strings.Contains(events, "replication-controller") {
 		t.Errorf("SuccessfulCreate events of the ReplicationController from %q, want replication-controller", events)
 	}
+	// The same Events read through events.k8s.io/v1: regarding, note,
+	// reportingController.
+	eventsV1 := c.must("get", "events.v1.events.k8s.io", "-n", ns, "--field-selector", "regarding.kind=ReplicationController,reason=SuccessfulCreate",
+		"-o", `jsonpath={range .items[*]}{.regarding.name} {.note}{"\n"}{end}`)
+	if !strings.Contains(eventsV1, "web Created pod: web-") {
+		t.Errorf("events.k8s.io/v1 events of the ReplicationController:\n%s", eventsV1)
+	}
 	c.must("delete", "rc", "web", "-n", ns)
 	eventually(t, 30*time.Second, func() string {
 		if out := c.must("get", "pods", "-n", ns, "-l", "app=rc-web", "-o", "name"); out != "" {
