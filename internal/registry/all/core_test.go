@@ -66,6 +66,40 @@ func TestCoreDiscovery(t *testing.T) {
 	}
 }
 
+// checkRegistered checks the resources against want, keyed by group,
+// version and resource: short names, categories, namespaced, status,
+// generation and column names joined by "|", then what each of more
+// says of the resource; and that the scheme knows each kind.
+func checkRegistered(t *testing.T, resources []*registry.Resource, want map[string]string, more ...func(*registry.Resource) string) {
+	t.Helper()
+	set, err := registry.NewSet(resources...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range set.All() {
+		gvr := r.GroupVersionResource().String()
+		var columns []string
+		for _, c := range r.Columns {
+			columns = append(columns, c.Name)
+		}
+		fields := []string{strings.Join(r.ShortNames, ","), strings.Join(r.Categories, ","),
+			boolString(r.Namespaced), boolString(r.Status), boolString(r.Generation), strings.Join(columns, ",")}
+		for _, m := range more {
+			fields = append(fields, m(r))
+		}
+		if w, ok := want[gvr]; !ok || strings.Join(fields, "|") != w {
+			t.Errorf("%s: %s, want %q", gvr, strings.Join(fields, "|"), w)
+		}
+		delete(want, gvr)
+		if !registry.Scheme.Recognizes(r.Kind) {
+			t.Errorf("%s: the scheme does not know %s", gvr, r.Kind)
+		}
+	}
+	for gvr := range want {
+		t.Errorf("missing resource %s", gvr)
+	}
+}
+
 func boolString(b bool) string {
 	if b {
 		return "true"
