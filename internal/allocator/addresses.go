@@ -127,8 +127,10 @@ func (a *Addresses) Sync(ctx context.Context) error {
 	a.all, a.cidrs, a.listed = all, cidrs, rev
 	a.ranges, a.taken = nil, nil
 	a.rebuildRanges()
+	// A hold lasts until the cache shows the address: the watch skips
+	// the events this read covers, so the read ends those holds itself.
 	for ip, at := range a.held {
-		if time.Since(at) >= heldFor {
+		if all[ip] || time.Since(at) >= heldFor {
 			delete(a.held, ip)
 		}
 	}

@@ -258,9 +258,12 @@ func TestPreBind(t *testing.T) {
 		t.Fatalf("pod bound to %s before its claim", n)
 	}
 	wantEvent(t, cs, "p", `Warning FailedScheduling: running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded`)
-	if c := getPod(t, cs, "p").Status.Conditions; len(c) != 1 || c[0].Reason != corev1.PodReasonSchedulerError {
-		t.Errorf("conditions %+v, want PodScheduled False SchedulerError", c)
-	}
+	controllertest.Eventually(t, func() string {
+		if c := getPod(t, cs, "p").Status.Conditions; len(c) != 1 || c[0].Reason != corev1.PodReasonSchedulerError {
+			return fmt.Sprintf("conditions %+v, want PodScheduled False SchedulerError", c)
+		}
+		return ""
+	})
 	// As the PV controller: the claim bound to the PV.
 	c, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
 	if err != nil {
