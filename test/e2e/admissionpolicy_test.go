@@ -12,6 +12,7 @@ import (
 // labels the ConfigMaps it matches, as upstream's admission policy
 // plugins do.
 func TestAdmissionPolicies(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	c.must("create", "namespace", "guarded")
 	c.must("label", "namespace", "guarded", "policy=on")

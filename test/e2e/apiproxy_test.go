@@ -20,6 +20,7 @@ import (
 // pod is NotFound and a Service without ready endpoints is
 // ServiceUnavailable, as kube-apiserver answers.
 func TestAPIServerProxy(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	c := startNodeCluster(t)
 	c.withStdin(`apiVersion: v1

@@ -39,6 +39,7 @@ func (c *cluster) userKubeconfig(user string, groups ...string) string {
 // than its writer holds is refused; aggregated roles take in the rules
 // of the roles they select.
 func TestRBACUsers(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	jane := c.userKubeconfig("jane", "dev")
 	as := func(args ...string) []string { return append([]string{"--kubeconfig", jane}, args...) }
@@ -130,6 +131,7 @@ rules:
 // grant, for client-go programs in the pod too; kubectl create token
 // issues upstream's claims, and a token bound to a pod dies with it.
 func TestServiceAccountTokens(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	c.must("create", "namespace", "team")
 	eventually(t, 3*time.Second, func() string {
@@ -264,6 +266,7 @@ func jwtClaims(t *testing.T, token string) map[string]any {
 // role, so taking the binding away stops that controller's writes with a
 // 403, and nothing else's.
 func TestControllersOwnIdentities(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	c.must("delete", "clusterrolebinding", "system:controller:replicaset-controller")
 	c.withStdin(`apiVersion: apps/v1

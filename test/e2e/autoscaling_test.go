@@ -14,6 +14,7 @@ import (
 // served by metrics.k8s.io, and the autoscaler scales the Deployment up
 // once the pod's CPU is above half its request.
 func TestAutoscaling(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	const ns = "autoscaling-e2e"
 	c.createNamespace(ns)

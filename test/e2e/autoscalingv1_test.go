@@ -14,6 +14,7 @@ import (
 // upstream's annotations. The versions are named in full: kubectl drops
 // the version of a short name (hpa.v1.autoscaling is the preferred v2).
 func TestAutoscalingV1(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	const ns = "hpav1-e2e"
 	c.createNamespace(ns)

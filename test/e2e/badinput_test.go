@@ -46,6 +46,7 @@ func (c *cluster) raw(method, path, contentType string, body []byte) (int, strin
 }
 
 func TestBadInputLeavesStoreUnchanged(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	c.must("create", "configmap", "keep", "--from-literal=a=1")
 	snapshot := func() string {
@@ -140,6 +141,7 @@ func TestBadInputLeavesStoreUnchanged(t *testing.T) {
 // the Status one for an unknown resource of a served group), never naming
 // an empty object; a kind nothing serves gets kubectl's hint about CRDs.
 func TestUnservedAPIsInKubectlsWords(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	policy := "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: np\nspec:\n  podSelector: {}\n"
 	mappingNotFound := `error: resource mapping not found for name: "np" namespace: "" from "STDIN": no matches for kind "NetworkPolicy" in version "networking.k8s.io/v1"` +

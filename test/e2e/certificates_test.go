@@ -96,6 +96,7 @@ func (c *cluster) kubeconfigOf(name string, cert, key []byte) string {
 // certificatesigningrequests/nodeclient is approved and issued by the
 // controllers alone, as TLS bootstrapping needs.
 func TestCertificateSigningRequests(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	if out := c.must("explain", "csr.spec.signerName"); !strings.Contains(out, "CertificateSigningRequest") {
 		t.Errorf("explain:\n%s", out)

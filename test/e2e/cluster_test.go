@@ -1,6 +1,11 @@
 // Package e2e drives svcnet as a user does: it builds the binary, starts
 // `svcnet up` on a fresh data dir and loopback ports, and runs the real
 // kubectl against it.
+//
+// Each test has clusters, namespaces and ports of its own, so the tests
+// run in parallel (t.Parallel), as many at once as go test's -parallel
+// says. Those that bound how long something takes (a probe's period, a
+// refusal "at once") do not: go test runs them first, one at a time.
 package e2e
 
 import (

@@ -120,6 +120,7 @@ spec: {parentRef: {resource: services, namespace: default, name: web}}
 // TestGetColumnsPerKind checks the header of `kubectl get` (and -o wide)
 // for every kind against upstream's columns.
 func TestGetColumnsPerKind(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	c.withStdin(everyKind, "apply", "-f", "-")
 	cases := []struct{ kind, header, wide string }{

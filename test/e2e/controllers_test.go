@@ -259,6 +259,7 @@ spec:
 // that become Ready one by one fill slices as they come, never moving an
 // endpoint between slices, so the Service is created after its pods.)
 func TestManyPodsAndMinimalChurn(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	cs := c.clientset()
 	ctx := context.Background()
@@ -317,6 +318,7 @@ func TestManyPodsAndMinimalChurn(t *testing.T) {
 // mirrored slices follow hand-written Endpoints, and deleting a namespace
 // removes everything in it.
 func TestGarbageCollectionAndNamespaces(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	cs := c.clientset()
 	ctx := context.Background()
@@ -491,6 +493,7 @@ func (cm *controllerManager) syncs(t *testing.T) string {
 // TestTwoControllerManagers: with two controller managers only the lease
 // holder syncs; when it is killed the other takes over.
 func TestTwoControllerManagers(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, "--controllers=")
 	cs := c.clientset()
 	ctx := context.Background()

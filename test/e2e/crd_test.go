@@ -74,6 +74,7 @@ func widget(name, spec string) string {
 // watch and cleanup, and bad definitions are refused with upstream's
 // causes.
 func TestCustomResourceDefinitions(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	c.withStdin(widgetCRD, "apply", "-f", "-")
 	c.must("wait", "--for=condition=Established", "--timeout=30s", "crd/widgets.example.com")
@@ -212,6 +213,7 @@ func TestCustomResourceDefinitions(t *testing.T) {
 // TestCustomResourceDefinitionBadInput: definitions upstream refuses are
 // refused with its causes, and nothing is stored.
 func TestCustomResourceDefinitionBadInput(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	// A kind nothing defines: kubectl's words after it looked for its
 	// definition, as against kube-apiserver (issue 13).
@@ -260,6 +262,7 @@ spec:
 // highest version; an unserved version is not found; a cluster-scoped kind
 // keeps unknown fields where its schema says so.
 func TestCustomResourceVersions(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	c.withStdin(gizmoCRD, "apply", "-f", "-")
 	c.must("wait", "--for=condition=Established", "--timeout=30s", "crd/gizmos.example.com")

@@ -31,6 +31,7 @@ func buildTool(t *testing.T, pkg, name string) string {
 // a ConfigMap each widget owns, which the garbage collector removes with
 // its widget (a kind defined after the collector started).
 func TestControllerRuntimeOperator(t *testing.T) {
+	t.Parallel()
 	operator := buildTool(t, "./widget-operator", "widget-operator")
 	c := startCluster(t)
 	c.withStdin(widgetCRD, "apply", "-f", "-")
@@ -84,6 +85,7 @@ func TestControllerRuntimeOperator(t *testing.T) {
 // kind, lists the release, and uninstalls it, leaving the definition as
 // Helm does.
 func TestHelmChart(t *testing.T) {
+	t.Parallel()
 	helm := buildTool(t, "helm.sh/helm/v3/cmd/helm", "helm")
 	c := startCluster(t)
 	run := func(args ...string) string {

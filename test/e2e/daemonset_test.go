@@ -46,6 +46,7 @@ func drainStream(t *testing.T, c *cluster, node string) (lines <-chan string, st
 // DaemonSet's pod, is refused by a PodDisruptionBudget (429, retried) until
 // a replacement is ready elsewhere, and evicts the rest.
 func TestDaemonSetAndDrain(t *testing.T) {
+	t.Parallel()
 	m := newMachine(t)
 	prefix := fmt.Sprintf("ds%d", os.Getpid())
 	c := startOnMachine(t, m, "--nodes", "3", "--node-name", prefix)

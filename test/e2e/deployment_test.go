@@ -105,6 +105,7 @@ func (b *podBounds) check(t *testing.T) int {
 }
 
 func TestDeploymentLifecycle(t *testing.T) {
+	t.Parallel()
 	const ns = "deploy-test"
 	c := startCluster(t)
 	c.createNamespace(ns)

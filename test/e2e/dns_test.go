@@ -146,6 +146,7 @@ func startClusterWithUpstream(t *testing.T) (*nodeCluster, *testResolver) {
 }
 
 func TestNodeDNS(t *testing.T) {
+	t.Parallel()
 	c, r, upstream := startDNSCluster(t)
 	c.withStdin(`apiVersion: v1
 kind: Service
@@ -417,6 +418,7 @@ func reverse(t *testing.T, ip string) string {
 // TestDNSAlone: `svcnet dns --conf` serves the cluster from a Corefile, as
 // the coredns pods do, and reads it again when it changes (reload).
 func TestDNSAlone(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	port := freePort(t)
 	corefile := filepath.Join(t.TempDir(), "Corefile")

@@ -83,6 +83,7 @@ func TestDocsExamples(t *testing.T) {
 			continue
 		}
 		t.Run(filepath.Base(page), func(t *testing.T) {
+			t.Parallel() // each page has a cluster of its own
 			var c *cluster
 			var m *machine
 			switch marker := docsMarker.FindStringSubmatch(string(text)); {

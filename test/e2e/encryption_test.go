@@ -145,6 +145,7 @@ func (c *cluster) secretData(name, key string) string {
 // API server from starting, and up --encrypt-secrets encrypts Secrets with
 // a key of its own.
 func TestEncryption(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	etcd := c.etcd()
 	// The steps share the cluster, whose helpers report to the step's t.

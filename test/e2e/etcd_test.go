@@ -23,6 +23,7 @@ import (
 // docs/etcd.md names it reads the /registry/ keys. Its peer port takes
 // no client without a certificate either.
 func TestEtcdLockedDown(t *testing.T) {
+	t.Parallel()
 	m := newMachine(t)
 	c := startOnMachine(t, m, "--nodes", "0", "--disable", "coredns")
 	other, err := pki.LoadOrCreateCA(t.TempDir())

@@ -14,6 +14,7 @@ import (
 // the kubelet's message, a DisruptionTarget condition, an Evicted event);
 // a pod within its limits runs on.
 func TestLocalStorageEviction(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	if _, err := exec.LookPath("runc"); err != nil {
 		if os.Getenv("CI") != "" {

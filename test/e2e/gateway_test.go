@@ -59,6 +59,7 @@ spec:
 // specifies on the GatewayClass, the Gateways and the HTTPRoutes; an
 // HTTPS listener serves its Secret's certificate.
 func TestGateway(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	client := outsideClient(t, c.netns, 0)
 	c.must("rollout", "status", "-n", "svcnet-ingress", "deployment/svcnet-ingress-controller", "--timeout=90s")

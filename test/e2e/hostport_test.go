@@ -12,6 +12,7 @@ import (
 // TCP, and on its address over UDP; a hostNetwork pod on the node reaches
 // each of them, and each answers with its own name.
 func TestHostPort(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	c := startNodeCluster(t)
 	nodeIP := c.jsonpath("node", nodeName, `{.status.addresses[?(@.type=="InternalIP")].address}`)

@@ -65,6 +65,7 @@ func (l *eventLog) handler() cache.ResourceEventHandlerFuncs {
 // an exact copy through creates, updates and deletes, and through a restart
 // of the API server, with no missed or duplicated event.
 func TestInformerExactCopyAcrossRestart(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())
 	if err != nil {

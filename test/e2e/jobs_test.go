@@ -82,6 +82,7 @@ spec:
 // parallelism, the backoff limit, Indexed mode, the schedule with its
 // history limit, kubectl create job/cronjob and the columns.
 func TestJobs(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t).cluster
 	// field reads a jsonpath template of one object.
 	field := func(ns, kind, name, path string) string {

@@ -54,6 +54,7 @@ func (c *cluster) tokenKubeconfig(token string) string {
 // expires; the token cleaner deletes expired ones; cluster-info is signed
 // for each signing token.
 func TestBootstrapTokens(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	line := strings.TrimSpace(c.svcnet("token", "create", "--print-join-command"))
 	f := strings.Fields(line)
@@ -155,6 +156,7 @@ func TestBootstrapTokens(t *testing.T) {
 // an approved CSR, gets Ready and runs a pod; restarted, it reuses its
 // kubeconfig.
 func TestJoinNode(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	prefix := fmt.Sprintf("svcnet-e2e-%d-%d", os.Getpid(), netnsSeq.Add(1))
 	l := newLAN(t, prefix)

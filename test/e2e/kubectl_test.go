@@ -68,6 +68,7 @@ items:
 `
 
 func TestKubectlApplyGetDescribe(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 
 	out := c.withStdin(multiDoc, "apply", "-f", "-")
@@ -140,6 +141,7 @@ func TestKubectlApplyGetDescribe(t *testing.T) {
 }
 
 func TestKubectlServerSideApply(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	manifest := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"1\"\n"
 	out := c.withStdin(manifest, "apply", "--server-side", "-f", "-")
@@ -163,6 +165,7 @@ func TestKubectlServerSideApply(t *testing.T) {
 }
 
 func TestKubectlPatchLabelAnnotateEditDelete(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	c.must("create", "configmap", "p", "--from-literal=a=1", "--from-literal=b=2")
 	c.must("patch", "cm", "p", "-p", `{"data":{"c":"3"}}`)
@@ -213,6 +216,7 @@ func TestKubectlPatchLabelAnnotateEditDelete(t *testing.T) {
 }
 
 func TestKubectlWatchSeesChange(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	c.must("create", "cm", "w", "--from-literal=a=1")
 	lines := make(chan string, 10)
@@ -238,6 +242,7 @@ func TestKubectlWatchSeesChange(t *testing.T) {
 }
 
 func TestKubectlExplain(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	out := c.must("explain", "configmap.data")
 	if !strings.Contains(out, "KIND:") || !strings.Contains(out, "ConfigMap") || !strings.Contains(out, "FIELD: data") {

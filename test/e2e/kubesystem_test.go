@@ -42,6 +42,7 @@ func componentsReady(t *testing.T, c *cluster, node string, names []string) map[
 // healthy, `kubectl logs` shows each component's own log, and a deleted
 // mirror pod comes back.
 func TestNodeKubeSystemComponents(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	componentsReady(t, c.cluster, nodeName, components)
 
@@ -111,6 +112,7 @@ func TestNodeKubeSystemComponents(t *testing.T) {
 // TestProxyNodeShowsItsKubeProxy: `svcnet node` alone shows its own
 // kube-proxy, and no control plane.
 func TestProxyNodeShowsItsKubeProxy(t *testing.T) {
+	t.Parallel()
 	c, _, _ := startTwoNodes(t)
 	second := nodeName + "-2"
 	componentsReady(t, c.cluster, second, []string{"kube-proxy"})

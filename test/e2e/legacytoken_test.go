@@ -11,6 +11,7 @@ import (
 // kubernetes.io/service-account-token gets a legacy token of its
 // ServiceAccount, which authenticates until the Secret is deleted.
 func TestLegacyServiceAccountToken(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	eventually(t, 5*time.Second, func() string {
 		if sa, _ := c.kubectl("", "get", "serviceaccount", "default", "-o", "name"); strings.TrimSpace(sa) != "serviceaccount/default" {

@@ -81,6 +81,7 @@ func (c *nodeCluster) waitEvent(name, reason, message string) {
 // delete and type change, shared addresses, a pool that assigns only on
 // request, and a restart that keeps every address.
 func TestLoadBalancerIPAM(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t, "--disable", "ingress")
 	c.withStdin(homelabPool, "apply", "-f", "-")
 
@@ -215,6 +216,7 @@ func sameLines(a, b, name string) bool {
 // TestLoadBalancerUpPool: `svcnet up --lb-pool` makes the pool default
 // (both families) with its L2Advertisement, and Services use it.
 func TestLoadBalancerUpPool(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t, "--lb-pool", "10.0.3.0/31,fd00:3::/126", "--disable", "ingress")
 	if got := c.must("get", "ipaddresspool,l2advertisement", "-n", "metallb-system", "-o",
 		`jsonpath={range .items[*]}{.kind} {.metadata.name} {.spec.addresses} {.spec.ipAddressPools}|{end}`); got != `IPAddressPool default ["10.0.3.0/31","fd00:3::/126"] |L2Advertisement default  ["default"]|` {
@@ -227,6 +229,7 @@ func TestLoadBalancerUpPool(t *testing.T) {
 // TestLoadBalancerNodesPool: `svcnet up --nodes 2` offers a pool on the
 // nodes' network, above the nodes' addresses.
 func TestLoadBalancerNodesPool(t *testing.T) {
+	t.Parallel()
 	m := newMachine(t)
 	c := startOnMachine(t, m, "--nodes", "2", "--node-name", fmt.Sprintf("e2elb%d", os.Getpid()), "--disable", "ingress")
 	if got := c.must("get", "ipaddresspool", "default", "-n", "metallb-system", "-o", "jsonpath={.spec.addresses}"); got != `["10.250.0.200-10.250.0.250"]` {

@@ -225,6 +225,7 @@ func inNetns(t *testing.T, nsPath string, args ...string) (string, error) {
 // Deployment of two nginx pods, scheduled onto the node, each with an IP of
 // its own in the node's podCIDR, reaching the other without NAT.
 func TestNodeNginxPodsReachEachOther(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	c.must("create", "deployment", "nginx", "--image=nginx", "--replicas=2", "--port=80")
 	if out := c.must("rollout", "status", "deployment/nginx", "--timeout=60s"); !strings.Contains(out, `deployment "nginx" successfully rolled out`) {
@@ -266,6 +267,7 @@ func TestNodeNginxPodsReachEachOther(t *testing.T) {
 // address; a pod reached through its Service still sees the client pod's
 // own address.
 func TestNodePodEgressMasqueraded(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	lan := outsideClient(t, c.netns, 0)
 	ln, err := netns.ListenAt(lan.ns)("tcp", net.JoinHostPort(lan.ip, "8080"))
@@ -402,6 +404,7 @@ func TestNodeProbes(t *testing.T) {
 }
 
 func TestNodeLogs(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	c.pod("talker", "busybox", `    command: [sh, -c, 'i=0; while true; do echo line $i; i=$((i+1)); sleep 0.2; done']
 `)
@@ -453,6 +456,7 @@ func TestNodeLogs(t *testing.T) {
 }
 
 func TestNodeEnvironment(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	c.withStdin(`apiVersion: v1
 kind: Service
@@ -513,6 +517,7 @@ spec:
 }
 
 func TestNodeAgentRestartKeepsPods(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	c.pod("survivor", "nginx", "")
 	c.waitReady("survivor", "True", 30*time.Second)
@@ -582,6 +587,7 @@ func TestNodeGracefulDelete(t *testing.T) {
 // --delay-shutdown), turns the pod unready and its endpoint serving but
 // not ready while it still runs out its grace period.
 func TestNodeUnreadyWhileTerminating(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	c.withStdin(`apiVersion: v1
 kind: Pod
@@ -622,6 +628,7 @@ spec:
 // pods; once space is back and the pressure transition period has passed,
 // the pod is scheduled and runs.
 func TestNodeDiskPressure(t *testing.T) {
+	t.Parallel()
 	m := newMachine(t)
 	run(t, "mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", m.varLib)
 	t.Cleanup(func() { run(t, "umount", "-l", m.varLib) })
@@ -674,6 +681,7 @@ func TestNodeDiskPressure(t *testing.T) {
 // upstream's pod generation conformance tests wait for; and ends the pod
 // once its (updated) activeDeadlineSeconds has passed.
 func TestPodSpecUpdates(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	c := startNodeCluster(t)
 	c.pod("gen", "registry.k8s.io/pause:3.10", "")

@@ -14,6 +14,7 @@ import (
 // and only mirror pods; its pods still get their volumes, and a change
 // to a ConfigMap they mount still reaches them.
 func TestNodeIdentity(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	node := filepath.Join(c.dataDir, "kubelet-client.conf")
 	as := func(args ...string) []string { return append([]string{"--kubeconfig", node}, args...) }

@@ -74,6 +74,7 @@ func keepRenewing(t *testing.T, cs kubernetes.Interface, name string) {
 // the unreachable taints, its pods lose Ready, a pod tolerating the taint
 // for 2s is deleted after that time, and pods tolerating it longer stay.
 func TestSilentNodeTaintedAndPodsEvicted(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, "--node-monitor-period=500ms", "--node-monitor-grace-period=4s")
 	cs := c.clientset()
 	ctx := context.Background()

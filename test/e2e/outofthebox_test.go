@@ -236,6 +236,7 @@ func TestOutOfTheBox(t *testing.T) {
 func TestFirstMinute(t *testing.T) {
 	for i := range 20 {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel() // each on a machine of its own
 			c := startOnMachine(t, newMachine(t))
 			c.must("create", "deployment", "web", "--image=nginx")
 			c.must("expose", "deployment", "web", "--port", "80")
@@ -258,6 +259,7 @@ func TestFirstMinute(t *testing.T) {
 // one pod on each reach every pod and the Service; stopping up leaves
 // nothing behind.
 func TestUpThreeNodes(t *testing.T) {
+	t.Parallel()
 	m := newMachine(t)
 	prefix := fmt.Sprintf("e2e%d", os.Getpid())
 	c := startOnMachine(t, m, "--nodes", "3", "--node-name", prefix)
@@ -341,6 +343,7 @@ func mapSlice[T, U any](in []T, f func(T) U) []U {
 // TestUpWithoutRoot: run by a user without root, up runs the control
 // plane, says in one line why no node runs, and pending pods say it too.
 func TestUpWithoutRoot(t *testing.T) {
+	t.Parallel()
 	needRoot(t) // to run up as another user
 	dir, err := os.MkdirTemp("", "svcnet-e2e-nonroot")
 	if err != nil {
@@ -378,6 +381,7 @@ const nobody = 65534
 // coredns pods and the node's rules stay, so names keep resolving, from
 // the node and from pods, until up is back and adopts them.
 func TestDNSOutlivesControlPlane(t *testing.T) {
+	t.Parallel()
 	m := newMachine(t)
 	c := startOnMachine(t, m)
 	c.must("run", "asker", "--image=busybox", "--", "sh", "-c",

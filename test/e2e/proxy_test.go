@@ -93,6 +93,7 @@ func outsideClient(t *testing.T, nodeNetns string, i int) outside {
 // loadBalancerSourceRanges admit the clients they list and drop the rest,
 // and a change to the ranges takes effect; the NodePort is not filtered.
 func TestProxyLoadBalancerSourceRanges(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t, "--disable", "ingress") // its Service would take the pool's address
 	c.labeledPod("web", "web", "nginx", "    ports: [{containerPort: 80}]\n")
 	allowed, denied := outsideClient(t, c.netns, 0), outsideClient(t, c.netns, 1)
@@ -312,6 +313,7 @@ func udpRequest(t *testing.T, nsPath string, lport int, addr, msg string) (strin
 }
 
 func TestProxyUDPEndpointReplaced(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	udpServer := "    args: [netexec, --http-port=8080, --udp-port=8081]\n"
 	c.labeledPod("udp-a", "udp", "registry.k8s.io/e2e-test-images/agnhost:2.47", udpServer)
@@ -356,6 +358,7 @@ spec:
 }
 
 func TestProxyNodeCleanup(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	ns := fmt.Sprintf("svcnet-e2e-%d-%d", os.Getpid(), netnsSeq.Add(1))
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
@@ -520,6 +523,7 @@ func startTwoNodesWith(t *testing.T, o twoNodes) (*nodeCluster, []string, *secon
 }
 
 func TestProxyExternalTrafficPolicyTwoNodes(t *testing.T) {
+	t.Parallel()
 	c, client, ips := startTwoNodes(t)
 	c.labeledPod("web", "web", "nginx", "    ports: [{containerPort: 80}]\n")
 	c.withStdin(`apiVersion: v1

@@ -28,6 +28,7 @@ spec:
 `
 
 func TestReplicaSetKeepsReplicas(t *testing.T) {
+	t.Parallel()
 	const ns = "rs-test"
 	c := startCluster(t)
 	c.createNamespace(ns)
@@ -121,6 +122,7 @@ func TestReplicaSetKeepsReplicas(t *testing.T) {
 // DESIRED/CURRENT/READY columns, `kubectl scale rc` through its scale
 // subresource, Events naming it, and its pods collected when it goes.
 func TestReplicationController(t *testing.T) {
+	t.Parallel()
 	const ns = "rc-test"
 	c := startCluster(t)
 	c.createNamespace(ns)

@@ -12,6 +12,7 @@ import (
 // every object is there with its resourceVersion, and etcd holds them as
 // JSON under /registry/.
 func TestRestartKeepsObjects(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	c.createNamespace("keep")
 	c.must("create", "configmap", "kept", "-n", "keep", "--from-literal=a=1")

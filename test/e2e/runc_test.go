@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/svcnet/svcnet/internal/node/images/imagetest"
-	"github.com/svcnet/svcnet/internal/node/runc"
 )
 
 // TestRuncImages: with --runtime runc, a Deployment of an image from a
@@ -25,6 +24,7 @@ import (
 // in images the node assembles; an absent image with pull policy Never and
 // a missing tag wait with the kubelet's reasons.
 func TestRuncImages(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	if _, err := exec.LookPath("runc"); err != nil || !imagetest.StaticBusybox() {
 		if os.Getenv("CI") != "" {
@@ -40,20 +40,29 @@ func TestRuncImages(t *testing.T) {
 	}
 
 	// Registered first, run last: after the cluster has stopped its pods
-	// and removed their cgroups' parent.
+	// and removed their cgroups (their parent is shared with the nodes of
+	// tests running meanwhile).
+	var cgroups []string
 	t.Cleanup(func() {
-		left, _ := filepath.Glob("/sys/fs/cgroup/*/svcnet")
-		if _, err := os.Stat("/sys/fs/cgroup/svcnet"); err == nil {
-			left = append(left, "/sys/fs/cgroup/svcnet")
+		var left []string
+		for _, p := range cgroups {
+			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", p))
+			if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", p)); err == nil {
+				dirs = append(dirs, filepath.Join("/sys/fs/cgroup", p))
+			}
+			left = append(left, dirs...)
 		}
 		if len(left) > 0 {
 			t.Errorf("cgroups left after the cluster stopped: %v", left)
-			runc.RemoveCgroupParent("svcnet")
+			for _, d := range left {
+				_ = os.Remove(d)
+			}
 		}
 	})
 	// Image garbage collection at any usage, for images unused for no time.
 	c := startNodeCluster(t, "--runtime", "runc", "--image-gc-high-threshold", "1", "--image-gc-low-threshold", "0",
 		"--minimum-image-ttl-duration", "0s", "--image-gc-period", "1s")
+	defer func() { cgroups = containerCgroups(t, c.dataDir) }()
 	hostFile := fmt.Sprintf("/tmp/svcnet-e2e-runc-%d", os.Getpid())
 	c.withStdin(fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
@@ -534,6 +543,7 @@ spec:
 // runc), the image table's programs run as host processes and the seed
 // lab works as under runc.
 func TestProcessRuntimeSeedLab(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	c := startNodeCluster(t, "--runtime", "process")
 	seedLab(t, c)
@@ -544,4 +554,28 @@ func TestProcessRuntimeSeedLab(t *testing.T) {
 	if out := c.must("exec", "client", "--", "ls", "/etc/os-release"); !strings.Contains(out, "/etc/os-release") {
 		t.Errorf("kubectl exec client ls /etc/os-release: %q, want the host's file", out)
 	}
+}
+
+// containerCgroups are the cgroups (paths under each hierarchy) of the
+// containers a node has run, from their bundles' config.json.
+func containerCgroups(t *testing.T, dataDir string) []string {
+	configs, _ := filepath.Glob(filepath.Join(dataDir, "node", "pods", "*", "containers", "*", "*", "config.json"))
+	var paths []string
+	for _, f := range configs {
+		var spec struct {
+			Linux struct {
+				CgroupsPath string `json:"cgroupsPath"`
+			} `json:"linux"`
+		}
+		b, err := os.ReadFile(f)
+		if err != nil || json.Unmarshal(b, &spec) != nil || spec.Linux.CgroupsPath == "" {
+			t.Errorf("no cgroup in %s: %v", f, err)
+			continue
+		}
+		paths = append(paths, spec.Linux.CgroupsPath)
+	}
+	if len(paths) == 0 {
+		t.Errorf("no container bundles under %s", dataDir)
+	}
+	return paths
 }

@@ -13,6 +13,7 @@ import (
 // nodeSelector or overhead conflicts with it, is refused with upstream's
 // message.
 func TestRuntimeClass(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	c.withStdin(`apiVersion: node.k8s.io/v1
 kind: RuntimeClass

@@ -50,6 +50,7 @@ func readyNode(t *testing.T, c *cluster, name string) {
 // pod whose nodeSelector no node matches staying Pending with upstream's
 // FailedScheduling message until a node is labelled to match.
 func TestScheduler(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	// Without --netns no node agent runs, so no Node registers itself.
 	if out := c.must("get", "nodes", "-o", "name"); strings.TrimSpace(out) != "" {
@@ -160,6 +161,7 @@ spec:
 // anti-affinity on the hostname past the nodes: one replica per node, and
 // the one left over Pending with upstream's FailedScheduling message.
 func TestSchedulerPodAntiAffinity(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	nodes := []string{"node-1", "node-2", "node-3"}
 	for _, n := range nodes {

@@ -302,6 +302,7 @@ spec:
 // TestServiceSeedManifest: the seed's NodePort Service gets a cluster IP
 // and a node port in range, shown by kubectl and held in the bitmaps.
 func TestServiceSeedManifest(t *testing.T) {
+	t.Parallel()
 	c := startAPIServer(t)
 	cli := c.etcd()
 	c.withStdin(seedManifest, "apply", "-f", "-")
@@ -337,6 +338,7 @@ func TestServiceSeedManifest(t *testing.T) {
 // TestServiceErrors produces each allocation and immutability error with
 // kubectl and checks that the store and the bitmaps are unchanged after it.
 func TestServiceErrors(t *testing.T) {
+	t.Parallel()
 	c := startAPIServer(t)
 	cli := c.etcd()
 	c.must("create", "service", "nodeport", "web", "--tcp=80", "--node-port=30080")
@@ -395,6 +397,7 @@ func TestServiceErrors(t *testing.T) {
 // TestServiceTypeChanges: type changes and port edits take and free what
 // upstream's do, and delete frees everything.
 func TestServiceTypeChanges(t *testing.T) {
+	t.Parallel()
 	c := startAPIServer(t)
 	cli := c.etcd()
 	get := func(jsonpath string) string { return c.must("get", "svc", "web", "-o", "jsonpath="+jsonpath) }
@@ -447,6 +450,7 @@ func TestServiceTypeChanges(t *testing.T) {
 // TestServiceRandomOperations: after 1,000 random creates, type changes
 // and deletes, the bitmaps hold exactly what the Services hold.
 func TestServiceRandomOperations(t *testing.T) {
+	t.Parallel()
 	c := startAPIServer(t)
 	cli := c.etcd()
 	cs := c.clientset()
@@ -544,6 +548,7 @@ func randomOps(cs kubernetes.Interface, r *rand.Rand, prefix string, n int) (map
 // node port is distinct, and both list themselves in the kubernetes
 // endpoints.
 func TestServiceTwoAPIServers(t *testing.T) {
+	t.Parallel()
 	a := startAPIServer(t)
 	// The second one serves on 127.0.0.2 and the same port, as API servers
 	// sharing an etcd must.
@@ -687,6 +692,7 @@ func churn(t *testing.T, d time.Duration, clients ...kubernetes.Interface) {
 // IPAddresses and a node port bitmap that equal the stored Services: after
 // each restart the repair finds nothing to fix.
 func TestServiceCrashMidStorm(t *testing.T) {
+	t.Parallel()
 	c := startAPIServer(t)
 	var logs []string
 	for round, moment := range []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond, 3 * time.Second} {
@@ -771,6 +777,7 @@ func TestServiceCrashMidStorm(t *testing.T) {
 // is the kubernetes Service's), then fails with upstream's error; deleting
 // a Service frees its address.
 func TestServiceRangeExhaustion(t *testing.T) {
+	t.Parallel()
 	c := startAPIServer(t, "--service-cluster-ip-range", "10.97.0.0/28")
 	for i := 1; i < 14; i++ {
 		c.must("create", "service", "clusterip", fmt.Sprintf("s%d", i), "--tcp=80")
@@ -800,6 +807,7 @@ func TestServiceRangeExhaustion(t *testing.T) {
 // the API server, or by the bitmap allocator of an older svcnet) gets it
 // back, and an IPAddress of the allocator that no Service holds is deleted.
 func TestServiceRepairAtStart(t *testing.T) {
+	t.Parallel()
 	c := startAPIServer(t)
 	c.must("create", "service", "clusterip", "old", "--tcp=80", "--clusterip=10.96.0.20")
 	c.must("create", "service", "nodeport", "web", "--tcp=80", "--node-port=30080")
@@ -884,6 +892,7 @@ func TestServiceRepairAtStart(t *testing.T) {
 // gets an address of each family, each an IPAddress, and gives the
 // secondary back when made SingleStack.
 func TestServiceDualStack(t *testing.T) {
+	t.Parallel()
 	c := startAPIServer(t, "--service-cluster-ip-range", "10.96.0.0/16,fd00:10:96::/112")
 	cli := c.etcd()
 	c.withStdin(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"dns"},"spec":{"type":"NodePort","ipFamilyPolicy":"PreferDualStack",

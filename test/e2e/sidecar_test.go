@@ -11,6 +11,7 @@ import (
 // containers, its ports serving; in a pod whose containers have ended
 // (restartPolicy Never) it is stopped and the pod Succeeds.
 func TestSidecarContainers(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	c := startNodeCluster(t)
 	c.withStdin(`apiVersion: v1

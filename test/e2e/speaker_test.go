@@ -256,6 +256,7 @@ spec:
 // Node registered by hand with an endpoint of a selector-less Service,
 // and stops answering when it stops.
 func TestSpeakerAlone(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	const ip, node = "10.0.0.200", "speaker-node"
 	prefix := fmt.Sprintf("svcnet-e2e-%d-%d", os.Getpid(), netnsSeq.Add(1))
@@ -331,6 +332,7 @@ endpoints:
 // get .200, .201, .202, .203, and a client on the LAN with no route of its
 // own reaches each of them by HTTP (its ARP requests answered).
 func TestLoadBalancerHomelab(t *testing.T) {
+	t.Parallel()
 	c, clients, _ := startTwoNodesWith(t, twoNodes{ips: [2]string{"10.0.0.1", "10.0.0.2"}, clients: []string{"10.0.0.100"},
 		second: nodeName + "-2", upArgs: []string{"--disable", "ingress"}})
 	c.must("apply", "-f", "../../docs/examples/layer2.yaml")

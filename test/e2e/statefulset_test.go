@@ -64,6 +64,7 @@ spec:
 `
 
 func TestStatefulSetWeb(t *testing.T) {
+	t.Parallel()
 	const ns = "sts-test"
 	c := startCluster(t)
 	c.createNamespace(ns)

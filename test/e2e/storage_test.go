@@ -94,6 +94,7 @@ func (c *nodeCluster) waitClaimEvent(name, component, reason, message string) {
 // a bigger claim waits with upstream's event; pvc-protection; resizing;
 // the shared class; and bad claims refused as upstream refuses them.
 func TestPersistentVolumes(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	eventually(t, 30*time.Second, func() string {
 		out, _ := c.kubectl("", "get", "sc")
@@ -310,6 +311,7 @@ spec:
 // the second node (by its hostname label), made by that node's
 // provisioner, in its data dir, pinned to it.
 func TestPersistentVolumesTwoNodes(t *testing.T) {
+	t.Parallel()
 	m := newMachine(t)
 	prefix := fmt.Sprintf("pv%d", os.Getpid())
 	c := startOnMachine(t, m, "--nodes", "2", "--node-name", prefix, "--disable", "ingress")
@@ -392,6 +394,7 @@ spec:
 // pod's claim (whenScaled: Delete) and deleting the set keeps the others
 // (whenDeleted: Retain).
 func TestStatefulSetVolumes(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	c.withStdin(statefulSetData, "apply", "-f", "-")
 	c.must("rollout", "status", "statefulset/web", "--timeout=120s")

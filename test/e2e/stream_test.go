@@ -109,6 +109,7 @@ func exitCode(err error) int {
 // exits with the command's code; an interactive shell on a terminal runs
 // two commands.
 func TestStreamExec(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	c.pod("web", "nginx", "    ports: [{containerPort: 80}]")
 	c.waitReady("web", "True", 60*time.Second)
@@ -149,6 +150,7 @@ func TestStreamExec(t *testing.T) {
 // to the container's terminal, runs what is typed, and deletes the pod
 // once the shell exits.
 func TestStreamRunInteractive(t *testing.T) {
+	t.Parallel()
 	c, _ := startClusterWithUpstream(t)
 	c.must("create", "deployment", "nginx", "--image=nginx", "--port=80")
 	c.withStdin(seedManifest, "apply", "-f", "-")
@@ -187,6 +189,7 @@ func TestStreamRunInteractive(t *testing.T) {
 // over WebSocket and over SPDY, answers GETs on the local port from the
 // pod's nginx.
 func TestStreamPortForward(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	c.pod("web", "nginx", "    ports: [{containerPort: 80}]")
 	c.must("expose", "pod", "web", "--name", "nginx", "--port", "8080", "--target-port", "80")

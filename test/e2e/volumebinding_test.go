@@ -76,6 +76,7 @@ func (c *nodeCluster) waitPodEvent(pod, reason, want string) {
 // upstream's reason, and so does a ReadWriteOncePod claim that a running
 // pod holds.
 func TestVolumeBindingFirstConsumer(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	here, far := t.TempDir(), t.TempDir()
 	c.withStdin(fmt.Sprintf(`apiVersion: storage.k8s.io/v1
@@ -247,6 +248,7 @@ func (c *nodeCluster) summaryVolume(pod, volume string) statsapi.VolumeStats {
 // Multi-Attach event until the first is gone, then runs; a second pod on
 // the first node shares the volume at once.
 func TestVolumeMultiAttach(t *testing.T) {
+	t.Parallel()
 	m := newMachine(t)
 	base := fmt.Sprintf("e2evol%d", os.Getpid())
 	c := startOnMachine(t, m, "--nodes", "2", "--node-name", base, "--disable", "ingress")

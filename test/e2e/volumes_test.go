@@ -47,6 +47,7 @@ func (c *nodeCluster) waitLog(pod, container, want string, timeout time.Duration
 // period while the env var keeps its value. A pod whose ConfigMap does not
 // exist waits in ContainerCreating with upstream's FailedMount event.
 func TestVolumeConfigMapUpdates(t *testing.T) {
+	t.Parallel()
 	assertNotOnHost(t, etcMount)
 	c := startNodeCluster(t)
 	c.pod("waiter", "busybox", `    command: [sh, -c, 'cat /config/color; echo; sleep 3600']
@@ -91,6 +92,7 @@ func TestVolumeConfigMapUpdates(t *testing.T) {
 // asked for, projected and downward API files, and no secret value in the
 // events or the cluster's log.
 func TestVolumeSecretAndProjections(t *testing.T) {
+	t.Parallel()
 	c := startNodeCluster(t)
 	c.must("create", "secret", "generic", "creds", "--from-literal=password=s3cret-v4lue", "--from-literal=user=admin")
 	c.must("create", "configmap", "app", "--from-literal=mode=prod")
@@ -165,6 +167,7 @@ func (c *nodeCluster) containerPID(pod, container string) int {
 // TestVolumeEmptyDirHostPathSubPathReadOnly: an emptyDir shared by two
 // containers (and one in memory), hostPath types, subPath and readOnly.
 func TestVolumeEmptyDirHostPathSubPathReadOnly(t *testing.T) {
+	t.Parallel()
 	assertNotOnHost(t, rootMount)
 	c := startNodeCluster(t)
 	host := t.TempDir()

@@ -20,6 +20,7 @@ import (
 // lets it through under Ignore, and a custom resource stored at v1 is
 // read at v2 as its definition's conversion webhook converts it.
 func TestWebhooks(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	c := startNodeCluster(t)
 	dir := t.TempDir()

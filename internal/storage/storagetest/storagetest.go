@@ -5,6 +5,7 @@ package storagetest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
@@ -22,24 +23,36 @@ var handedOut = struct {
 	ports map[int]bool
 }{ports: map[int]bool{}}
 
+// The ports FreePort chooses from lie below Linux's default ephemeral
+// range (32768-60999), from which connect() picks the source port of
+// every outgoing connection: a port taken from there could be a client's
+// by the time its server binds it, when tests run in parallel.
+const (
+	firstPort = 20000
+	lastPort  = 32767
+)
+
 // FreePort returns a loopback port nobody listens on now and that no
 // earlier call in this process returned.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	handedOut.Lock()
 	defer handedOut.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for range lastPort - firstPort {
+		port := firstPort + rand.IntN(lastPort-firstPort+1)
+		if handedOut.ports[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			t.Fatal(err)
+			continue // in use
 		}
-		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return port
-		}
+		handedOut.ports[port] = true
+		return port
 	}
+	t.Fatalf("no free loopback port in %d-%d", firstPort, lastPort)
+	return 0
 }
 
 // FreeURL returns an http URL on a free loopback port.
