@@ -50,6 +50,8 @@ func controllerManagerFlags(cmd *cobra.Command) *cluster.ControllerManagerOption
 	f.Float32Var(&nl.UnhealthyZone, "unhealthy-zone-threshold", nl.UnhealthyZone, "share of not Ready nodes (at least 3) that makes a zone unhealthy")
 	f.IntVar(&o.ReplicaSet.Workers, "concurrent-replicaset-syncs", o.ReplicaSet.Workers, "ReplicaSets synced at once")
 	f.IntVar(&o.ReplicationController.Workers, "concurrent-rc-syncs", o.ReplicationController.Workers, "ReplicationControllers synced at once")
+	f.IntVar(&o.ResourceQuota.Workers, "concurrent-resource-quota-syncs", o.ResourceQuota.Workers, "ResourceQuotas synced at once")
+	f.DurationVar(&o.ResourceQuota.SyncPeriod, "resource-quota-sync-period", o.ResourceQuota.SyncPeriod, "how often every ResourceQuota's usage is computed anew")
 	f.IntVar(&o.Deployment.Workers, "concurrent-deployment-syncs", o.Deployment.Workers, "Deployments synced at once")
 	f.IntVar(&o.StatefulSet.Workers, "concurrent-statefulset-syncs", o.StatefulSet.Workers, "StatefulSets synced at once")
 	f.IntVar(&o.DaemonSet.Workers, "concurrent-daemonset-syncs", o.DaemonSet.Workers, "DaemonSets synced at once")

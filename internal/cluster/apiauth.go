@@ -20,6 +20,7 @@ import (
 	"github.com/svcnet/svcnet/internal/admission/adapter"
 	"github.com/svcnet/svcnet/internal/admission/noderestriction"
 	"github.com/svcnet/svcnet/internal/admission/policy"
+	"github.com/svcnet/svcnet/internal/admission/resourcequota"
 	"github.com/svcnet/svcnet/internal/admission/runtimeclass"
 	"github.com/svcnet/svcnet/internal/admission/webhook"
 	"github.com/svcnet/svcnet/internal/auth/authn"
@@ -84,7 +85,7 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopbackConf
 	chain := authz.Union{authz.PrivilegedGroups{user.SystemPrivilegedGroup}}
 	// As kube-apiserver's default plugins, in its order: the built-in
 	// ones (NodeRestriction with the Node authorizer, RuntimeClass), then
-	// the admission webhooks.
+	// the admission policies and webhooks, then ResourceQuota.
 	var plugins admission.Chain
 	if len(modes) == 0 {
 		modes = DefaultAuthorizationModes
@@ -129,11 +130,17 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopbackConf
 	if err != nil {
 		return nil, err
 	}
+	quotas, err := resourcequota.New(resourcequota.Config{Client: loopback, Informers: factory, Stop: a.stop})
+	if err != nil {
+		return nil, err
+	}
 	a.listed = append(a.listed, a.policies.Informers...)
 	a.listed = append(a.listed, hooks.Informers...)
+	a.listed = append(a.listed, quotas.Informer)
 	// Upstream's order: the mutating policies before the mutating
-	// webhooks, the validating policies after the validating webhooks.
-	a.admission = append(plugins, mutatingFirst{a.policies}, hooks, validatingLast{a.policies})
+	// webhooks, the validating policies after the validating webhooks,
+	// the quotas last.
+	a.admission = append(plugins, mutatingFirst{a.policies}, hooks, validatingLast{a.policies}, quotas)
 	audiences := []string{serviceaccount.DefaultIssuer}
 	a.tokens = &saregistry.Tokens{Issuer: &serviceaccount.Issuer{Key: key, Issuer: serviceaccount.DefaultIssuer},
 		Audiences: audiences, Objects: a.objects}

@@ -21,11 +21,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -53,6 +55,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/podautoscaler"
 	"github.com/svcnet/svcnet/internal/controller/replicaset"
 	"github.com/svcnet/svcnet/internal/controller/replication"
+	"github.com/svcnet/svcnet/internal/controller/resourcequota"
 	"github.com/svcnet/svcnet/internal/controller/rootcacertpublisher"
 	"github.com/svcnet/svcnet/internal/controller/scheduler"
 	"github.com/svcnet/svcnet/internal/controller/serviceaccount"
@@ -101,6 +104,7 @@ type ControllerManagerOptions struct {
 	ReplicaSet    replicaset.Options
 	// ReplicationController is --concurrent-rc-syncs.
 	ReplicationController replication.Options
+	ResourceQuota         resourcequota.Options
 	Deployment            deployment.Options
 	StatefulSet           statefulset.Options
 	DaemonSet             daemonset.Options
@@ -157,6 +161,7 @@ func DefaultControllerManagerOptions() ControllerManagerOptions {
 		Namespace:             namespace.Options{Workers: 10, SyncPeriod: 5 * time.Minute},
 		ReplicaSet:            replicaset.Options{Workers: 5},
 		ReplicationController: replication.Options{Workers: 5},
+		ResourceQuota:         resourcequota.DefaultOptions(),
 		Deployment:            deployment.Options{Workers: 5},
 		StatefulSet:           statefulset.Options{Workers: 5},
 		DaemonSet:             daemonset.Options{Workers: 2},
@@ -331,6 +336,15 @@ var knownControllers = []knownController{
 	}},
 	{cronjob.ControllerName, "cronjob", func(ctx context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {
 		c, err := cronjob.New(ctx, d)
+		return runOf(c, err)
+	}},
+	{resourcequota.ControllerName, resourcequota.Alias, func(_ context.Context, o *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
+		meta, err := cl.metadataFor(resourcequota.ControllerName)
+		if err != nil {
+			return nil, err
+		}
+		resources := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cl.discovery))
+		c, err := resourcequota.New(d, meta, resources, o.ResourceQuota)
 		return runOf(c, err)
 	}},
 	{ttlafterfinished.ControllerName, "ttl-after-finished", func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {

@@ -46,6 +46,7 @@ var controllerServiceAccounts = map[string]string{
 	"job-controller":                                 "job-controller",
 	"cronjob-controller":                             "cronjob-controller",
 	"ttl-after-finished-controller":                  "ttl-after-finished-controller",
+	"resourcequota-controller":                       "resourcequota-controller",
 	"node-lifecycle-controller":                      "node-controller",
 	"taint-eviction-controller":                      "node-controller",
 	"node-ipam-controller":                           "node-controller",

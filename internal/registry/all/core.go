@@ -18,6 +18,7 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/persistentvolumeclaim"
 	"github.com/svcnet/svcnet/internal/registry/pod"
 	"github.com/svcnet/svcnet/internal/registry/replicationcontroller"
+	"github.com/svcnet/svcnet/internal/registry/resourcequota"
 	"github.com/svcnet/svcnet/internal/registry/secret"
 	"github.com/svcnet/svcnet/internal/registry/service"
 	"github.com/svcnet/svcnet/internal/registry/serviceaccount"
@@ -44,6 +45,7 @@ func core(d Deps) []*registry.Resource {
 		persistentvolumeclaim.Resource(storageClasses(d)),
 		pod.Resource(d.ServiceAccounts, evictions(d)),
 		replicationcontroller.Resource(),
+		resourcequota.Resource(),
 		secret.Resource(),
 		service.Resource(d.Services),
 		serviceaccount.Resource(d.Tokens),

@@ -34,6 +34,7 @@ func TestCoreDiscovery(t *testing.T) {
 		"persistentvolumeclaims": "pvc||true|true|false",
 		"pods":                   "po|all|true|true|true",
 		"replicationcontrollers": "rc|all|true|true|true",
+		"resourcequotas":         "quota||true|true|false",
 		"secrets":                "||true|false|false",
 		"services":               "svc|all|true|true|false",
 		"serviceaccounts":        "sa||true|false|false",

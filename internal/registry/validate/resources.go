@@ -64,9 +64,11 @@ func isStandardResource(name corev1.ResourceName) bool {
 		strings.HasPrefix(string(name), corev1.ResourceRequestsHugePagesPrefix)
 }
 
-// resourceName checks the name of a resource in a container's requests or
-// limits.
-func resourceName(name corev1.ResourceName, path *field.Path) field.ErrorList {
+// ResourceName checks the name of a resource in any resource list, as
+// upstream's validateResourceName: a qualified name and, when it has no
+// prefix, one of the standard resources. Containers and quotas add rules
+// of their own after it.
+func ResourceName(name corev1.ResourceName, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for _, msg := range validation.IsQualifiedName(string(name)) {
 		errs = append(errs, field.Invalid(path, name, msg))
@@ -74,6 +76,13 @@ func resourceName(name corev1.ResourceName, path *field.Path) field.ErrorList {
 	if len(errs) == 0 && !strings.Contains(string(name), "/") && !isStandardResource(name) {
 		errs = append(errs, field.Invalid(path, name, "must be a standard resource type or fully qualified"))
 	}
+	return errs
+}
+
+// resourceName checks the name of a resource in a container's requests or
+// limits.
+func resourceName(name corev1.ResourceName, path *field.Path) field.ErrorList {
+	errs := ResourceName(name, path)
 	if !strings.Contains(string(name), "/") {
 		if !standardContainerResources[name] && !isHugePages(name) {
 			errs = append(errs, field.Invalid(path, name, "must be a standard resource for containers"))
