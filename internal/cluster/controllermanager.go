@@ -64,6 +64,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/statefulset"
 	"github.com/svcnet/svcnet/internal/controller/tokencleaner"
 	"github.com/svcnet/svcnet/internal/controller/ttlafterfinished"
+	"github.com/svcnet/svcnet/internal/controller/validatingadmissionpolicystatus"
 	"github.com/svcnet/svcnet/internal/controller/volume/persistentvolume"
 	"github.com/svcnet/svcnet/internal/controller/volume/pvcprotection"
 	"github.com/svcnet/svcnet/internal/controller/volume/pvprotection"
@@ -345,6 +346,11 @@ var knownControllers = []knownController{
 		}
 		resources := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cl.discovery))
 		c, err := resourcequota.New(d, meta, resources, o.ResourceQuota)
+		return runOf(c, err)
+	}},
+	{validatingadmissionpolicystatus.ControllerName, validatingadmissionpolicystatus.Alias, func(_ context.Context, _ *ControllerManagerOptions, cl *clients, d controller.Deps) (func(context.Context), error) {
+		mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cl.discovery))
+		c, err := validatingadmissionpolicystatus.New(d, cl.discovery, mapper)
 		return runOf(c, err)
 	}},
 	{ttlafterfinished.ControllerName, "ttl-after-finished", func(_ context.Context, _ *ControllerManagerOptions, _ *clients, d controller.Deps) (func(context.Context), error) {

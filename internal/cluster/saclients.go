@@ -47,6 +47,7 @@ var controllerServiceAccounts = map[string]string{
 	"cronjob-controller":                             "cronjob-controller",
 	"ttl-after-finished-controller":                  "ttl-after-finished-controller",
 	"resourcequota-controller":                       "resourcequota-controller",
+	"validatingadmissionpolicy-status-controller":    "validatingadmissionpolicy-status-controller",
 	"node-lifecycle-controller":                      "node-controller",
 	"taint-eviction-controller":                      "node-controller",
 	"node-ipam-controller":                           "node-controller",

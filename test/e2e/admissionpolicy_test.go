@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,42 @@ spec:
 	c.must("create", "configmap", "settings", "-n", "default", "--from-literal=a=b")
 	if out := c.must("get", "configmap", "settings", "-n", "default", "-o", "jsonpath={.metadata.labels}"); strings.Contains(out, "mutated-by") {
 		t.Errorf("a ConfigMap outside the binding's namespaces was mutated: %s", out)
+	}
+
+	// The status controller type-checks each policy's generation against
+	// the kinds it matches: none for replica-limit, two for a policy
+	// comparing an int to a string.
+	c.withStdin(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: confused}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}
+  validations:
+  - expression: "object.spec.replicas > '1'"
+    messageExpression: "'wants replicas > 1, got ' + object.spec.replicas"
+`, "apply", "-f", "-")
+	status := func(policy, jsonpath string) string {
+		return c.must("get", "validatingadmissionpolicy", policy, "-o", "jsonpath="+jsonpath)
+	}
+	eventually(t, 30*time.Second, func() string {
+		for _, policy := range []string{"replica-limit", "confused"} {
+			if got := status(policy, "{.status.observedGeneration}"); got != "1" {
+				return "policy " + policy + " observedGeneration " + got + ", want 1"
+			}
+		}
+		return ""
+	})
+	if got := status("replica-limit", "{.status.typeChecking}"); got != "{}" {
+		t.Errorf("replica-limit typeChecking %s, want no warnings", got)
+	}
+	if got := status("confused", "{.status.typeChecking.expressionWarnings[*].fieldRef}"); got != "spec.validations[0].expression spec.validations[0].messageExpression" {
+		t.Errorf("confused warns about %s", got)
+	}
+	for i, want := range []string{"found no matching overload for '_>_' applied to '(int, string)'", "found no matching overload for '_+_' applied to '(string, int)'"} {
+		if got := status("confused", fmt.Sprintf("{.status.typeChecking.expressionWarnings[%d].warning}", i)); !strings.Contains(got, want) {
+			t.Errorf("confused warning %d: %s, want %s", i, got, want)
+		}
 	}
 }
