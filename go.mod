@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/containerd/containerd/v2 v2.4.2
+	github.com/coreos/go-oidc/v3 v3.21.0
 	github.com/creack/pty v1.1.24
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/google/gnostic-models v0.7.1

@@ -3,7 +3,8 @@
 // default page), agnhost's subcommands as upstream's e2e tests use them
 // (netexec, serve-hostname, test-webserver, pause, connect, porter,
 // dns-suffix, dns-server-list, etc-hosts, mounttest,
-// grpc-health-checking, logs-generator, webhook, crd-conversion-webhook),
+// grpc-health-checking, logs-generator, webhook, crd-conversion-webhook,
+// test-service-account-issuer-discovery),
 // hashicorp/http-echo, coredns
 // (svcnet's cluster DNS, configured by a Corefile) and svcnet's ingress
 // controller. Each runs as a container's process (`svcnet node image NAME --ports=P,... -- ARGS`), so it sees the
