@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	k8squota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/apiserver/pkg/quota/v1/generic"
 	"k8s.io/client-go/informers"
@@ -173,22 +174,11 @@ func (c *Controller) Run(ctx context.Context) {
 	defer c.metadata.Shutdown()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() {
-		t := time.NewTicker(c.opts.SyncPeriod)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				c.resyncAll()
-			}
-		}
-	})
+	wg.Go(func() { wait.UntilWithContext(ctx, c.resyncAll, c.opts.SyncPeriod) })
 	c.queue.Run(ctx, c.opts.Workers, c.synced...)
 }
 
-func (c *Controller) resyncAll() {
+func (c *Controller) resyncAll(context.Context) {
 	quotas, err := c.quotas.List(labels.Everything())
 	if err != nil {
 		return
