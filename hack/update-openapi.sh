@@ -44,6 +44,7 @@ inputs=(
 	k8s.io/api/certificates/v1
 	k8s.io/api/flowcontrol/v1
 	k8s.io/api/storagemigration/v1
+	k8s.io/api/scheduling/v1
 	k8s.io/api/scheduling/v1alpha3
 	k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1
 	k8s.io/kube-aggregator/pkg/apis/apiregistration/v1

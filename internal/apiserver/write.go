@@ -527,6 +527,11 @@ func (s *Server) serveDelete(w http.ResponseWriter, r *http.Request, ri *request
 	if err != nil {
 		return err
 	}
+	if dr, ok := ri.res.Strategy.(registry.DeleteRefuser); ok {
+		if err := dr.RefuseDelete(ri.name); err != nil {
+			return err
+		}
+	}
 	dryRun := len(opts.DryRun) > 0
 	obj, deleted, err := s.remove(r.Context(), ri.res, ri.namespace, ri.name, opts, dryRun)
 	if err != nil {

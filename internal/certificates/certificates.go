@@ -1,6 +1,8 @@
-// Package certificates holds what the CertificateSigningRequest strategy
-// and the CSR controllers share about certificates.k8s.io/v1: reading the
-// PEM request, the approval conditions, and the rules upstream's signers
+// Package certificates holds what the certificates.k8s.io/v1 strategies
+// (CertificateSigningRequests, ClusterTrustBundles) and the CSR
+// controllers share: reading the PEM request, the approval conditions, the
+// form of a signer's name and who may act for a signer (the "approve",
+// "sign" and "attest" verbs on signers), and the rules upstream's signers
 // hold requests to (k8s.io/kubernetes pkg/apis/certificates helpers):
 // which subjects, subject alternative names and key usages a kubelet
 // client, a kubelet serving and an API server client certificate may have.

@@ -20,6 +20,7 @@ import (
 	"github.com/svcnet/svcnet/internal/admission/adapter"
 	"github.com/svcnet/svcnet/internal/admission/noderestriction"
 	"github.com/svcnet/svcnet/internal/admission/policy"
+	"github.com/svcnet/svcnet/internal/admission/priority"
 	"github.com/svcnet/svcnet/internal/admission/resourcequota"
 	"github.com/svcnet/svcnet/internal/admission/runtimeclass"
 	"github.com/svcnet/svcnet/internal/admission/webhook"
@@ -84,8 +85,9 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopbackConf
 	}
 	chain := authz.Union{authz.PrivilegedGroups{user.SystemPrivilegedGroup}}
 	// As kube-apiserver's default plugins, in its order: the built-in
-	// ones (NodeRestriction with the Node authorizer, RuntimeClass), then
-	// the admission policies and webhooks, then ResourceQuota.
+	// ones (NodeRestriction with the Node authorizer, Priority,
+	// RuntimeClass), then the admission policies and webhooks, then
+	// ResourceQuota.
 	var plugins admission.Chain
 	if len(modes) == 0 {
 		modes = DefaultAuthorizationModes
@@ -112,6 +114,11 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopbackConf
 		}
 	}
 	a.chain = chain
+	// The PriorityClasses are listed before the bootstrap writes the
+	// system ones, which the first pods name.
+	priorityClasses := factory.Scheduling().V1().PriorityClasses()
+	a.listed = append(a.listed, priorityClasses.Informer())
+	plugins = append(plugins, priority.New(priorityClasses.Lister(), loopback))
 	classes := factory.Node().V1().RuntimeClasses()
 	a.listed = append(a.listed, classes.Informer())
 	plugins = append(plugins, runtimeclass.New(classes.Lister(), loopback))

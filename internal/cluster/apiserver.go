@@ -42,6 +42,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controlplane/apfbootstrap"
 	"github.com/svcnet/svcnet/internal/controlplane/autoregister"
 	"github.com/svcnet/svcnet/internal/controlplane/defaultservicecidr"
+	"github.com/svcnet/svcnet/internal/controlplane/schedulingbootstrap"
 	"github.com/svcnet/svcnet/internal/events"
 	"github.com/svcnet/svcnet/internal/metricsserver"
 	"github.com/svcnet/svcnet/internal/netns"
@@ -475,9 +476,11 @@ func listen(bind string, also *netip.Addr, alsoNetNS string) ([]net.Listener, er
 const repairInterval = 3 * time.Minute
 
 // bootstrap prepares the store before the API is served: the initial
-// namespaces, upstream's default RBAC policy, the allocation bitmaps
-// repaired from the stored Services, the kubernetes Service with this API
-// server in its endpoints, and the default ServiceCIDR.
+// namespaces, upstream's default RBAC policy, the API Priority and
+// Fairness configuration, the system PriorityClasses (which the first pods
+// name), the allocation bitmaps repaired from the stored Services, the
+// kubernetes Service with this API server in its endpoints, and the
+// default ServiceCIDR.
 func bootstrap(ctx context.Context, srv *apiserver.Server, repair *controlplane.Repair, kubeSvc *controlplane.KubernetesService,
 	defaultCIDR *defaultservicecidr.Controller, loopback kubernetes.Interface) error {
 	if err := srv.Bootstrap(ctx); err != nil {
@@ -488,6 +491,9 @@ func bootstrap(ctx context.Context, srv *apiserver.Server, repair *controlplane.
 	}
 	if err := apfbootstrap.Ensure(ctx, loopback); err != nil {
 		return fmt.Errorf("API Priority and Fairness bootstrap configuration: %w", err)
+	}
+	if err := schedulingbootstrap.Ensure(ctx, loopback); err != nil {
+		return fmt.Errorf("system priority classes: %w", err)
 	}
 	if err := repair.Alloc.IPs.Sync(ctx); err != nil {
 		return err

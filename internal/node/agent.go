@@ -359,6 +359,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	a.wg.Wait()
 	a.volumes.configMaps.Wait()
 	a.volumes.secrets.Wait()
+	a.volumes.trustBundles.Shutdown()
 	a.probes.stopAll()
 	if a.cfg.StopPodsOnExit {
 		// The API server may still be there (svcnet up stops it last).

@@ -23,6 +23,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/node/objectcache"
 	"github.com/svcnet/svcnet/internal/node/token"
+	"github.com/svcnet/svcnet/internal/node/trustbundle"
 	"github.com/svcnet/svcnet/internal/node/volume"
 	"github.com/svcnet/svcnet/internal/podutil"
 )
@@ -63,6 +64,8 @@ type volumeManager struct {
 	pvDir string
 	// tokens are the service account tokens projections hold.
 	tokens *token.Manager
+	// trustBundles are the ClusterTrustBundles projections hold.
+	trustBundles *trustbundle.Manager
 
 	mu sync.Mutex
 	// failed holds each pod's volumes that the last set-up did not
@@ -86,10 +89,11 @@ func (a *Agent) watchVolumeSources(ctx context.Context) {
 		secrets: objectcache.New(ctx, objectcache.SourceOf(corev1.Resource("secret"), &corev1.Secret{}, a.client,
 			func(ns string) objectcache.Namespaced[*corev1.Secret, *corev1.SecretList] { return core.Secrets(ns) }),
 			a.volumeSourceChanged(podutil.VolumeSecrets)),
-		pvDir:  filepath.Join(a.cfg.DataDir, "pv"),
-		tokens: token.New(a.client),
-		failed: map[types.UID]error{},
-		owned:  map[types.UID]map[string]bool{},
+		pvDir:        filepath.Join(a.cfg.DataDir, "pv"),
+		tokens:       token.New(a.client),
+		trustBundles: trustbundle.New(ctx, a.client),
+		failed:       map[types.UID]error{},
+		owned:        map[types.UID]map[string]bool{},
 	}
 }
 
@@ -251,7 +255,7 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 	case src.Projected != nil:
 		s := volume.Sources{
 			ConfigMaps: map[string]*corev1.ConfigMap{}, Secrets: map[string]*corev1.Secret{},
-			Field: a.downwardValue(pod), Tokens: map[string][]byte{},
+			Field: a.downwardValue(pod), Tokens: map[string][]byte{}, TrustBundles: map[string][]byte{},
 		}
 		for _, p := range src.Projected.Sources {
 			if t := p.ServiceAccountToken; t != nil {
@@ -260,6 +264,13 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 					return err
 				}
 				s.Tokens[t.Path] = b
+			}
+			if t := p.ClusterTrustBundle; t != nil {
+				b, err := a.volumes.trustAnchors(t)
+				if err != nil {
+					return err
+				}
+				s.TrustBundles[t.Path] = b
 			}
 			if p.ConfigMap != nil {
 				if cm, err := a.volumes.configMap(a.runCtx, pod.Namespace, p.ConfigMap.Name, true); err != nil {
@@ -283,6 +294,19 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 		return writeTmpfsVolume(a.volumeDir(pod.UID, pluginProjected, v.Name), files)
 	}
 	return errors.New("svcnet's node does not support this volume type")
+}
+
+// trustAnchors are the certificates of the ClusterTrustBundles a
+// projection names.
+func (m *volumeManager) trustAnchors(p *corev1.ClusterTrustBundleProjection) ([]byte, error) {
+	opt := optional(p.Optional)
+	if p.Name != nil {
+		return m.trustBundles.ByName(*p.Name, opt)
+	}
+	if p.SignerName != nil {
+		return m.trustBundles.BySigner(*p.SignerName, p.LabelSelector, opt)
+	}
+	return nil, errors.New("a clusterTrustBundle projection names neither a bundle nor a signer")
 }
 
 // configMap reads a ConfigMap from the cache: nil when it does not exist

@@ -23,6 +23,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -58,6 +59,7 @@ var schemeBuilders = []func(*runtime.Scheme) error{
 	certificatesv1.AddToScheme,
 	flowcontrolv1.AddToScheme,
 	storagemigrationv1.AddToScheme,
+	schedulingv1.AddToScheme,
 	apiextensionsv1.AddToScheme,
 	apiregistrationv1.AddToScheme,
 }

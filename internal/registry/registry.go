@@ -418,6 +418,17 @@ type Deleter interface {
 	PrepareForDelete(obj runtime.Object, opts *metav1.DeleteOptions) (pending bool, err error)
 }
 
+// DeleteRefuser is implemented by strategies that refuse the delete of
+// some objects by their name alone, as upstream's PriorityClass storage
+// refuses the system classes: a DELETE of one object asks before anything
+// is read (a missing object is refused too); a deletecollection, which
+// upstream's store runs without that check, does not ask.
+type DeleteRefuser interface {
+	// RefuseDelete returns the refusal (an API error) of deleting name,
+	// or nil.
+	RefuseDelete(name string) error
+}
+
 // Writer is implemented by strategies whose objects own state stored beside
 // them in etcd, such as the Service IP and port allocation bitmaps.
 type Writer interface {

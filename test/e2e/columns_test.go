@@ -115,6 +115,19 @@ apiVersion: networking.k8s.io/v1
 kind: IPAddress
 metadata: {name: 10.96.0.200}
 spec: {parentRef: {resource: services, namespace: default, name: web}}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata: {name: node-a}
+spec:
+  drivers:
+  - {name: csi.example.com, nodeID: node-a}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: counts}
+spec:
+  hard: {configmaps: "10"}
 `
 
 // TestGetColumnsPerKind checks the header of `kubectl get` (and -o wide)
@@ -146,6 +159,10 @@ func TestGetColumnsPerKind(t *testing.T) {
 		{"flowschemas", "NAME PRIORITYLEVEL MATCHINGPRECEDENCE DISTINGUISHERMETHOD AGE MISSINGPL", ""},
 		{"prioritylevelconfigurations", "NAME TYPE NOMINALCONCURRENCYSHARES QUEUES HANDSIZE QUEUELENGTHLIMIT AGE", ""},
 		{"apiservices", "NAME SERVICE AVAILABLE AGE", ""},
+		// The system priority classes the API server creates.
+		{"priorityclasses", "NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY", ""},
+		{"csinodes", "NAME DRIVERS AGE", ""},
+		{"resourcequotas", "NAME REQUEST LIMIT AGE", ""},
 	}
 	for _, tc := range cases {
 		out := c.must("get", tc.kind)
@@ -177,6 +194,9 @@ func TestGetColumnsPerKind(t *testing.T) {
 		{[]string{"get", "pvc"}, "claim", 1, "Pending"},
 		{[]string{"get", "servicecidr"}, "kubernetes", 1, "10.96.0.0/12"},
 		{[]string{"get", "ip"}, "10.96.0.200", 1, "services/default/web"},
+		{[]string{"get", "pc"}, "system-cluster-critical", 1, "2000000000"},
+		{[]string{"get", "pc"}, "system-node-critical", 4, "PreemptLowerPriority"},
+		{[]string{"get", "csinode"}, "node-a", 1, "1"},
 	}
 	for _, ck := range checks {
 		_, row := tableRow(t, c.must(ck.args...), ck.name)

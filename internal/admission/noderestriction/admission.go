@@ -2,7 +2,8 @@
 // plugin: a node (system:node:<name>) may write only its own Node (not its
 // taints, nor labels outside the kubelet's set), mirror pods bound to
 // itself that reference no other object, the status of its own pods, its
-// own Lease, and tokens bound to its own pods. The Node authorizer lets a
+// own Lease and CSINode (not the CSINode's status), and tokens bound to
+// its own pods. The Node authorizer lets a
 // node make these writes at all; this plugin narrows them to its objects,
 // in upstream's words.
 package noderestriction
@@ -90,7 +91,15 @@ func (p *Plugin) Validate(_ context.Context, a *admission.Attributes) error {
 		}
 		return admitOwnName(node, a, "node lease")
 	case csiNodeResource:
-		return admitOwnName(node, a, "CSINode")
+		if err := admitOwnName(node, a, "CSINode"); err != nil {
+			return err
+		}
+		// csinodes/status is CSIVolumeHealth's, an alpha feature that is
+		// off, as upstream's default.
+		if a.Subresource == "status" {
+			return admission.Forbidden(a, errors.New("CSIVolumeHealth feature gate is disabled"))
+		}
+		return nil
 	}
 	return nil
 }

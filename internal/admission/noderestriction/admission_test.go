@@ -8,6 +8,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -95,6 +96,15 @@ func TestValidate(t *testing.T) {
 			Object: &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, ""},
 		{"another Lease", &attrs{Operation: admission.Create, Resource: leaseResource, Namespace: "kube-node-lease", User: n1,
 			Object: &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}}, "can only access node lease with the same name as the requesting node"},
+		{"its CSINode", &attrs{Operation: admission.Create, Resource: csiNodeResource, User: n1,
+			Object: &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, ""},
+		{"another CSINode", &attrs{Operation: admission.Create, Resource: csiNodeResource, User: n1,
+			Object: &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}}, "can only access CSINode with the same name as the requesting node"},
+		{"deleting its CSINode", &attrs{Operation: admission.Delete, Resource: csiNodeResource, Name: "n1", User: n1}, ""},
+		{"updating another CSINode", &attrs{Operation: admission.Update, Resource: csiNodeResource, Name: "n2", User: n1,
+			Object: &storagev1.CSINode{}, OldObject: &storagev1.CSINode{}}, "can only access CSINode with the same name as the requesting node"},
+		{"its CSINode's status", &attrs{Operation: admission.Update, Resource: csiNodeResource, Subresource: "status", Name: "n1", User: n1,
+			Object: &storagev1.CSINode{}, OldObject: &storagev1.CSINode{}}, "CSIVolumeHealth feature gate is disabled"},
 		{"not a node", &attrs{Operation: admission.Delete, Resource: podResource, Namespace: "ns", Name: "theirs", User: &user.DefaultInfo{Name: "jane"}}, ""},
 	} {
 		err := p.Validate(context.Background(), c.a)

@@ -150,6 +150,9 @@ func TestKnownRules(t *testing.T) {
 	}{
 		{"system:node", "", "nodes/status", []string{"patch"}},
 		{"system:node", "coordination.k8s.io", "leases", []string{"get", "create", "update"}},
+		{"system:node", "storage.k8s.io", "csinodes", []string{"get", "create", "update", "patch", "delete"}},
+		{"system:kube-scheduler", "storage.k8s.io", "csinodes", []string{"get", "list", "watch"}},
+		{"system:controller:attachdetach-controller", "storage.k8s.io", "csinodes", []string{"get", "list", "watch"}},
 		{"system:node-proxier", "discovery.k8s.io", "endpointslices", []string{"list", "watch"}},
 		{"system:node-proxier", "networking.k8s.io", "servicecidrs", []string{"list", "watch"}},
 		{"system:kube-scheduler", "", "pods/binding", []string{"create"}},
@@ -164,6 +167,12 @@ func TestKnownRules(t *testing.T) {
 		if !allows(clusterRoleNamed(t, tc.role).Rules, tc.group, tc.resource, tc.verbs...) {
 			t.Errorf("%s cannot %v %s/%s", tc.role, tc.verbs, tc.group, tc.resource)
 		}
+	}
+
+	// csinodes/status is CSIVolumeHealth's, off by default: upstream's
+	// nodes get no rule for it.
+	if allows(NodeRules(), "storage.k8s.io", "csinodes/status", "get") {
+		t.Error("nodes may read csinodes/status")
 	}
 
 	kcm := clusterRoleNamed(t, "system:kube-controller-manager").Rules
@@ -209,6 +218,66 @@ func TestKnownBindings(t *testing.T) {
 	}
 	if !found {
 		t.Error("kube-system lacks system::extension-apiserver-authentication-reader")
+	}
+}
+
+// TestClusterTrustBundleRules pins the default policy of
+// clustertrustbundles to upstream's (testdata/cluster-roles.yaml,
+// controller-roles.yaml and their bindings, default feature gates): nodes
+// (the kubelet's projected volumes) and every service account may read
+// bundles, the API server's serving-bundle publisher may write them and
+// attest for kubernetes.io/kube-apiserver-serving, and nothing else but
+// cluster-admin may create them or attest (the garbage collector and the
+// namespace controller may update and delete any kind); admin, edit and
+// view grant nothing of them.
+func TestClusterTrustBundleRules(t *testing.T) {
+	read := rbacv1.PolicyRule{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"clustertrustbundles"}}
+	if got := clusterRoleNamed(t, "system:cluster-trust-bundle-discovery").Rules; !reflect.DeepEqual(got, []rbacv1.PolicyRule{read}) {
+		t.Errorf("system:cluster-trust-bundle-discovery rules = %v, want %v", got, read)
+	}
+	if !slices.ContainsFunc(clusterRoleNamed(t, "system:node").Rules, func(r rbacv1.PolicyRule) bool { return reflect.DeepEqual(r, read) }) {
+		t.Errorf("system:node lacks %v", read)
+	}
+	if !slices.ContainsFunc(NodeRules(), func(r rbacv1.PolicyRule) bool { return reflect.DeepEqual(r, read) }) {
+		t.Errorf("NodeRules lack %v", read)
+	}
+	discovery := clusterBindingNamed(t, "system:cluster-trust-bundle-discovery")
+	if want := []rbacv1.Subject{{Kind: "Group", APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts"}}; !reflect.DeepEqual(discovery.Subjects, want) {
+		t.Errorf("system:cluster-trust-bundle-discovery subjects = %v, want %v", discovery.Subjects, want)
+	}
+
+	const publisher = "system:controller:kube-apiserver-serving-clustertrustbundle-publisher"
+	want := []rbacv1.PolicyRule{
+		{Verbs: []string{"attest"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"kubernetes.io/kube-apiserver-serving"}},
+		{Verbs: []string{"create", "delete", "list", "update", "watch"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"clustertrustbundles"}},
+		{Verbs: []string{"create", "patch", "update"}, APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}},
+	}
+	if got := clusterRoleNamed(t, publisher).Rules; !reflect.DeepEqual(got, want) {
+		t.Errorf("%s rules = %v, want %v", publisher, got, want)
+	}
+	if got := clusterBindingNamed(t, publisher).Subjects; !reflect.DeepEqual(got, []rbacv1.Subject{
+		{Kind: "ServiceAccount", Namespace: "kube-system", Name: "kube-apiserver-serving-clustertrustbundle-publisher"}}) {
+		t.Errorf("%s subjects = %v", publisher, got)
+	}
+
+	attest := func(rules []rbacv1.PolicyRule) bool {
+		ok, _ := validation.Covers(rules, []rbacv1.PolicyRule{{Verbs: []string{"attest"}, APIGroups: []string{"certificates.k8s.io"},
+			Resources: []string{"signers"}, ResourceNames: []string{"kubernetes.io/kube-apiserver-serving"}}})
+		return ok
+	}
+	for _, r := range ClusterRoles() {
+		writer := r.Name == "cluster-admin" || r.Name == publisher
+		if got := allows(r.Rules, "certificates.k8s.io", "clustertrustbundles", "create"); got != writer {
+			t.Errorf("%s may create clustertrustbundles: %v, want %v", r.Name, got, writer)
+		}
+		if got := attest(r.Rules); got != writer {
+			t.Errorf("%s may attest for kubernetes.io/kube-apiserver-serving: %v, want %v", r.Name, got, writer)
+		}
+	}
+	for _, name := range []string{"system:aggregate-to-admin", "system:aggregate-to-edit", "system:aggregate-to-view"} {
+		if allows(clusterRoleNamed(t, name).Rules, "certificates.k8s.io", "clustertrustbundles", "get") {
+			t.Errorf("%s may read clustertrustbundles", name)
+		}
 	}
 }
 

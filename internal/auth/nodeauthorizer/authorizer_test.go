@@ -76,10 +76,27 @@ func TestAuthorize(t *testing.T) {
 		{"its Lease", group(res("update", "kube-node-lease", "leases", "n1"), "coordination.k8s.io"), authz.Allow, ""},
 		{"another Lease", group(res("update", "kube-node-lease", "leases", "n2"), "coordination.k8s.io"), authz.NoOpinion, "can only access node lease with the same name as the requesting node"},
 		{"a Lease elsewhere", group(res("get", "default", "leases", "n1"), "coordination.k8s.io"), authz.NoOpinion, `can only access leases in the "kube-node-lease" system namespace`},
+		// A node keeps its own CSINode, as upstream's kubelet; its status
+		// is CSIVolumeHealth's, which is off.
+		{"its CSINode", group(res("patch", "", "csinodes", "n1"), "storage.k8s.io"), authz.Allow, ""},
+		{"creating a CSINode", group(res("create", "", "csinodes", ""), "storage.k8s.io"), authz.Allow, ""},
+		{"deleting its CSINode", group(res("delete", "", "csinodes", "n1"), "storage.k8s.io"), authz.Allow, ""},
+		{"another CSINode", group(res("get", "", "csinodes", "n2"), "storage.k8s.io"), authz.NoOpinion, "can only access CSINode with the same name as the requesting node"},
+		{"listing CSINodes", group(res("list", "", "csinodes", ""), "storage.k8s.io"), authz.NoOpinion, "can only get, create, update, patch, or delete a CSINode"},
+		{"its CSINode's status", group(sub(res("update", "", "csinodes", "n1"), "status"), "storage.k8s.io"), authz.NoOpinion, "CSINode status access requires CSIVolumeHealth feature"},
+		{"another CSINode subresource", group(sub(res("list", "", "csinodes", "n1"), "foo"), "storage.k8s.io"), authz.NoOpinion, "cannot authorize CSINode subresources"},
 		{"Services (a static rule)", res("watch", "", "services", ""), authz.Allow, ""},
 		{"a RuntimeClass (a static rule)", group(res("get", "", "runtimeclasses", "gvisor"), "node.k8s.io"), authz.Allow, ""},
 		{"writing a RuntimeClass", group(res("update", "", "runtimeclasses", "gvisor"), "node.k8s.io"), authz.NoOpinion, ""},
 		{"Deployments", group(res("list", "", "deployments", ""), "apps"), authz.NoOpinion, ""},
+		// The kubelet reads ClusterTrustBundles for projected volumes,
+		// through system:node's static rule, as upstream's NodeRules.
+		{"a ClusterTrustBundle", group(res("get", "", "clustertrustbundles", "example.com:foo:abc"), "certificates.k8s.io"), authz.Allow, ""},
+		{"listing ClusterTrustBundles", group(res("list", "", "clustertrustbundles", ""), "certificates.k8s.io"), authz.Allow, ""},
+		{"watching ClusterTrustBundles", group(res("watch", "", "clustertrustbundles", ""), "certificates.k8s.io"), authz.Allow, ""},
+		{"writing a ClusterTrustBundle", group(res("create", "", "clustertrustbundles", ""), "certificates.k8s.io"), authz.NoOpinion, ""},
+		{"deleting a ClusterTrustBundle", group(res("delete", "", "clustertrustbundles", "example.com:foo:abc"), "certificates.k8s.io"), authz.NoOpinion, ""},
+		{"attesting for a signer", group(res("attest", "", "signers", "example.com/foo"), "certificates.k8s.io"), authz.NoOpinion, ""},
 	} {
 		d, reason, err := z.Authorize(context.Background(), c.a)
 		if err != nil || d != c.want || reason != c.reason {

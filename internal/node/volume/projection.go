@@ -114,6 +114,9 @@ type Sources struct {
 	Field      FieldValue
 	// Tokens are what the serviceAccountToken projections write, by path.
 	Tokens map[string][]byte
+	// TrustBundles are what the clusterTrustBundle projections write (PEM
+	// certificates), by path.
+	TrustBundles map[string][]byte
 }
 
 // Projected is a projected volume's files: the union of its sources, in
@@ -155,6 +158,8 @@ func Projected(src *corev1.ProjectedVolumeSource, s Sources) (map[string]File, e
 			add(files)
 		case p.ServiceAccountToken != nil:
 			out[p.ServiceAccountToken.Path] = File{Data: s.Tokens[p.ServiceAccountToken.Path], Mode: mode(nil, src.DefaultMode)}
+		case p.ClusterTrustBundle != nil:
+			out[p.ClusterTrustBundle.Path] = File{Data: s.TrustBundles[p.ClusterTrustBundle.Path], Mode: mode(nil, src.DefaultMode)}
 		}
 	}
 	return out, nil

@@ -54,6 +54,7 @@ func Resources(d Deps) []*registry.Resource {
 	out = append(out, apiextensions()...)
 	out = append(out, admissionregistration(d)...)
 	out = append(out, nodeGroup()...)
+	out = append(out, scheduling()...)
 	out = append(out, eventsGroup()...)
 	out = append(out, apiregistration()...)
 	out = append(out, flowcontrol()...)

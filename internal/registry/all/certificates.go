@@ -3,10 +3,14 @@ package all
 import (
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/certificatesigningrequest"
+	"github.com/svcnet/svcnet/internal/registry/clustertrustbundle"
 )
 
 // certificates returns the resources of certificates.k8s.io, whose
-// approvals and signatures the authorization chain allows.
+// approvals, signatures and attestations the authorization chain allows.
 func certificates(d Deps) []*registry.Resource {
-	return []*registry.Resource{certificatesigningrequest.Resource(d.Authorizer)}
+	return []*registry.Resource{
+		certificatesigningrequest.Resource(d.Authorizer),
+		clustertrustbundle.Resource(d.Authorizer),
+	}
 }

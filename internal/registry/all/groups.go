@@ -8,6 +8,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/registry"
 	"github.com/svcnet/svcnet/internal/registry/controllerrevision"
+	"github.com/svcnet/svcnet/internal/registry/csinode"
 	"github.com/svcnet/svcnet/internal/registry/daemonset"
 	"github.com/svcnet/svcnet/internal/registry/deployment"
 	"github.com/svcnet/svcnet/internal/registry/endpointslice"
@@ -41,6 +42,7 @@ func groups(d Deps) []*registry.Resource {
 		servicecidr.Resource(),
 		ipaddress.Resource(),
 		storageclass.Resource(),
+		csinode.Resource(),
 		lease.Resource(),
 		poddisruptionbudget.Resource(),
 	}

@@ -19,6 +19,7 @@ func TestGroupsRegister(t *testing.T) {
 		"discovery.k8s.io/v1, Resource=endpointslices": true, "networking.k8s.io/v1, Resource=ingresses": true,
 		"networking.k8s.io/v1, Resource=ingressclasses": true, "storage.k8s.io/v1, Resource=storageclasses": true,
 		"networking.k8s.io/v1, Resource=servicecidrs": true, "networking.k8s.io/v1, Resource=ipaddresses": true,
+		"storage.k8s.io/v1, Resource=csinodes": true,
 	}
 	for _, r := range set.All() {
 		gvr := r.GroupVersionResource().String()

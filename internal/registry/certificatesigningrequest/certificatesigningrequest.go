@@ -17,7 +17,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	capi "k8s.io/api/certificates/v1"
@@ -225,19 +224,8 @@ func (s strategy) AdmitUpdate(ctx context.Context, sub string, obj, old runtime.
 // signer of its domain (<domain>/*), as upstream's
 // IsAuthorizedForSignerName.
 func (s strategy) allowed(ctx context.Context, verb, signer string) bool {
-	u, ok := authn.UserFrom(ctx)
-	if !ok || s.authorizer == nil {
-		return false
-	}
-	domain, _, _ := strings.Cut(signer, "/")
-	for _, name := range []string{signer, domain + "/*"} {
-		d, _, err := s.authorizer.Authorize(ctx, authz.Attributes{User: u, Verb: verb, ResourceRequest: true,
-			APIGroup: capi.GroupName, APIVersion: "*", Resource: "signers", Name: name})
-		if err == nil && d == authz.Allow {
-			return true
-		}
-	}
-	return false
+	u, _ := authn.UserFrom(ctx)
+	return certificates.AuthorizedForSigner(ctx, s.authorizer, u, verb, signer)
 }
 
 // columns are upstream's printer columns, described as upstream does, in

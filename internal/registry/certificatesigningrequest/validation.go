@@ -7,13 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	capi "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/diff"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/svcnet/svcnet/internal/certificates"
@@ -110,7 +108,7 @@ func validate(csr *capi.CertificateSigningRequest, o options) field.ErrorList {
 	if !o.legacySigner && csr.Spec.SignerName == certificates.LegacyUnknownSignerName {
 		errs = append(errs, field.Invalid(signer, csr.Spec.SignerName, "the legacy signerName is not allowed via this API version"))
 	} else {
-		errs = append(errs, ValidateSignerName(signer, csr.Spec.SignerName)...)
+		errs = append(errs, certificates.ValidateSignerName(signer, csr.Spec.SignerName)...)
 	}
 	if s := csr.Spec.ExpirationSeconds; s != nil && *s < minExpirationSeconds {
 		errs = append(errs, field.Invalid(spec.Child("expirationSeconds"), *s, "may not specify a duration less than 600 seconds (10 minutes)"))
@@ -253,47 +251,4 @@ func findConditions(csr *capi.CertificateSigningRequest, t capi.RequestCondition
 		}
 	}
 	return out
-}
-
-// ValidateSignerName is upstream's: a fully qualified domain, a slash,
-// and a path of DNS subdomains separated by dots, 571 characters at most.
-func ValidateSignerName(path *field.Path, name string) field.ErrorList {
-	if name == "" {
-		return field.ErrorList{field.Required(path, "")}
-	}
-	domain, rest, ok := strings.Cut(name, "/")
-	if !ok || strings.Contains(rest, "/") {
-		return field.ErrorList{field.Invalid(path, name, "must be a fully qualified domain and path of the form 'example.com/signer-name'")}
-	}
-	var errs field.ErrorList
-	if len(domain) > validation.DNS1123SubdomainMaxLength {
-		errs = append(errs, field.TooLong(path, "", validation.DNS1123SubdomainMaxLength))
-	}
-	labels := strings.Split(domain, ".")
-	errs = append(errs, firstLabelErrors(path, domain, labels, validation.IsDNS1123Label)...)
-	if len(labels) < 2 {
-		errs = append(errs, field.Invalid(path, domain, "should be a domain with at least two segments separated by dots"))
-	}
-	errs = append(errs, firstLabelErrors(path, rest, strings.Split(rest, "."), validation.IsDNS1123Subdomain)...)
-	if limit := 2*validation.DNS1123SubdomainMaxLength + validation.DNS1123LabelMaxLength + 2; len(name) > limit {
-		errs = append(errs, field.TooLong(path, "", limit))
-	}
-	return errs
-}
-
-// firstLabelErrors reports the faults of the first label check refuses,
-// as upstream stops there.
-func firstLabelErrors(path *field.Path, segment string, labels []string, check func(string) []string) field.ErrorList {
-	for _, l := range labels {
-		msgs := check(l)
-		if len(msgs) == 0 {
-			continue
-		}
-		var errs field.ErrorList
-		for _, m := range msgs {
-			errs = append(errs, field.Invalid(path, segment, fmt.Sprintf("validating label %q: %s", l, m)))
-		}
-		return errs
-	}
-	return nil
 }

@@ -8,13 +8,9 @@ import (
 
 // Upstream admission constants.
 const (
-	defaultServiceAccount     = "default"
-	mirrorPodAnnotation       = "kubernetes.io/config.mirror"
-	defaultTolerationSeconds  = int64(300)
-	systemClusterCritical     = "system-cluster-critical"
-	systemNodeCritical        = "system-node-critical"
-	systemClusterCriticalPrio = int32(2000000000)
-	systemNodeCriticalPrio    = int32(2000001000)
+	defaultServiceAccount    = "default"
+	mirrorPodAnnotation      = "kubernetes.io/config.mirror"
+	defaultTolerationSeconds = int64(300)
 )
 
 // defaultPod applies upstream's SetDefaults_Pod on top of the pod spec
@@ -60,30 +56,6 @@ func requestsFromLimits(r *corev1.ResourceRequirements) {
 		if _, ok := r.Requests[name]; !ok {
 			r.Requests[name] = limit.DeepCopy()
 		}
-	}
-}
-
-// admitPriority is the Priority admission plugin for a cluster without a
-// global default PriorityClass: priority 0 without a class, the built-in
-// values for the two system classes.
-func admitPriority(pod *corev1.Pod) {
-	var priority int32
-	switch pod.Spec.PriorityClassName {
-	case "":
-	case systemClusterCritical:
-		priority = systemClusterCriticalPrio
-	case systemNodeCritical:
-		priority = systemNodeCriticalPrio
-	default:
-		return // a user-defined class: its value is not known here
-	}
-	// Upstream rejects a pod whose own values differ (403); here they stay.
-	if pod.Spec.Priority == nil {
-		pod.Spec.Priority = &priority
-	}
-	if pod.Spec.PreemptionPolicy == nil {
-		policy := corev1.PreemptLowerPriority
-		pod.Spec.PreemptionPolicy = &policy
 	}
 }
 

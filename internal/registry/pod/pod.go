@@ -1,7 +1,9 @@
 // Package pod is the Pod strategy: upstream's defaults, the admission steps
 // a pod always goes through on a real cluster (service account "default",
-// priority, default tolerations), validation with upstream's messages, the
-// QoS class and the READY/STATUS/RESTARTS columns of `kubectl get pods`.
+// default tolerations), validation with upstream's messages, the QoS class
+// and the READY/STATUS/RESTARTS columns of `kubectl get pods`. A pod's
+// priority is the API server's Priority admission plugin's
+// (internal/admission/priority), which reads PriorityClasses.
 package pod
 
 import (
@@ -60,7 +62,6 @@ func (strategy) PrepareForCreate(obj runtime.Object) {
 		})
 	}
 	MergeLabelKeys(pod)
-	admitPriority(pod)
 	admitTolerations(pod)
 }
 

@@ -54,8 +54,9 @@ func TestDefaults(t *testing.T) {
 		{"enableServiceLinks", *p.Spec.EnableServiceLinks, true},
 		{"serviceAccountName", p.Spec.ServiceAccountName, "default"},
 		{"serviceAccount", p.Spec.DeprecatedServiceAccount, "default"},
-		{"priority", *p.Spec.Priority, int32(0)},
-		{"preemptionPolicy", *p.Spec.PreemptionPolicy, corev1.PreemptLowerPriority},
+		// The Priority admission plugin's, not the strategy's.
+		{"no priority", p.Spec.Priority == nil, true},
+		{"no preemptionPolicy", p.Spec.PreemptionPolicy == nil, true},
 		{"imagePullPolicy tagged", c.ImagePullPolicy, corev1.PullIfNotPresent},
 		{"imagePullPolicy untagged", p.Spec.Containers[1].ImagePullPolicy, corev1.PullAlways},
 		{"imagePullPolicy digest", p.Spec.Containers[2].ImagePullPolicy, corev1.PullIfNotPresent},
@@ -95,25 +96,24 @@ func TestAdmission(t *testing.T) {
 		pod             *corev1.Pod
 		tolerations     int
 		serviceAccount  string
-		priority        *int32
 		mirrorHasNoSA   bool
 		wantQOS         corev1.PodQOSClass
 		wantGatedReason bool
 	}{
 		{name: "tolerates everything", pod: newPod(func(p *corev1.Pod) {
 			p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-		}), tolerations: 1, serviceAccount: "default", priority: ptr.To(int32(0)), wantQOS: corev1.PodQOSBestEffort},
+		}), tolerations: 1, serviceAccount: "default", wantQOS: corev1.PodQOSBestEffort},
 		{name: "own account and system class", pod: newPod(func(p *corev1.Pod) {
 			p.Spec.ServiceAccountName = "builder"
 			p.Spec.PriorityClassName = "system-node-critical"
-		}), tolerations: 2, serviceAccount: "builder", priority: ptr.To(int32(2000001000)), wantQOS: corev1.PodQOSBestEffort},
+		}), tolerations: 2, serviceAccount: "builder", wantQOS: corev1.PodQOSBestEffort},
 		{name: "guaranteed", pod: newPod(func(p *corev1.Pod) {
 			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{
 				corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
-		}), tolerations: 2, serviceAccount: "default", priority: ptr.To(int32(0)), wantQOS: corev1.PodQOSGuaranteed},
+		}), tolerations: 2, serviceAccount: "default", wantQOS: corev1.PodQOSGuaranteed},
 		{name: "gated", pod: newPod(func(p *corev1.Pod) {
 			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/wait"}}
-		}), tolerations: 2, serviceAccount: "default", priority: ptr.To(int32(0)), wantQOS: corev1.PodQOSBestEffort, wantGatedReason: true},
+		}), tolerations: 2, serviceAccount: "default", wantQOS: corev1.PodQOSBestEffort, wantGatedReason: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,8 +124,8 @@ func TestAdmission(t *testing.T) {
 			if p.Spec.ServiceAccountName != tt.serviceAccount {
 				t.Errorf("serviceAccountName = %q, want %q", p.Spec.ServiceAccountName, tt.serviceAccount)
 			}
-			if *p.Spec.Priority != *tt.priority {
-				t.Errorf("priority = %d, want %d", *p.Spec.Priority, *tt.priority)
+			if p.Spec.Priority != nil || p.Spec.PreemptionPolicy != nil {
+				t.Errorf("priority %v, preemptionPolicy %v: set by the strategy", p.Spec.Priority, p.Spec.PreemptionPolicy)
 			}
 			if p.Status.QOSClass != tt.wantQOS {
 				t.Errorf("qosClass = %s, want %s", p.Status.QOSClass, tt.wantQOS)

@@ -185,6 +185,9 @@ func TestShared(t *testing.T) {
 		{"link local", NonSpecialIP("169.254.169.254", field.NewPath("ip")),
 			`ip: Invalid value: "169.254.169.254": may not be in the link-local range (169.254.0.0/16, fe80::/10)`},
 		{"protocol", Protocol("", field.NewPath("p")), "p: Required value"},
+		// Upstream's ValidateCSIDriverName stops at a missing name.
+		{"no CSI driver", CSIDriverName("", field.NewPath("d")), "d: Required value"},
+		{"upper case CSI driver", CSIDriverName("Disk.Example.com", field.NewPath("d")), ""},
 		{"port name", PortNumOrName(intstr.FromString("http--x"), field.NewPath("p")),
 			`p: Invalid value: "http--x": must not contain consecutive hyphens`},
 		{"hugepages without cpu", ResourceRequirements(&corev1.ResourceRequirements{

@@ -226,12 +226,13 @@ func NFS(src *corev1.NFSVolumeSource, p *field.Path) field.ErrorList {
 	return errs
 }
 
-// CSIDriverName checks the name of a CSI driver.
+// CSIDriverName checks the name of a CSI driver; a missing one is only
+// required, as upstream's ValidateCSIDriverName.
 func CSIDriverName(name string, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
 	if name == "" {
-		errs = append(errs, field.Required(p, ""))
+		return field.ErrorList{field.Required(p, "")}
 	}
+	var errs field.ErrorList
 	if len(name) > 63 {
 		errs = append(errs, field.TooLong(p, "", 63))
 	}
