@@ -55,7 +55,9 @@ func Resource() *registry.Resource {
 		Resource:   "storageclasses",
 		Singular:   "storageclass",
 		ShortNames: []string{"sc"},
-		Strategy:   strategy{},
+		// As upstream's storage: a delete answers with the object.
+		ReturnDeletedObject: true,
+		Strategy:            strategy{},
 		Columns: []registry.Column{
 			name,
 			{TableColumnDefinition: metav1.TableColumnDefinition{Name: "Provisioner", Type: "string", Description: doc["provisioner"]},

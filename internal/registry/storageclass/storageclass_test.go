@@ -129,7 +129,7 @@ func TestColumns(t *testing.T) {
 
 func TestResource(t *testing.T) {
 	r := Resource()
-	if r.Resource != "storageclasses" || !reflect.DeepEqual(r.ShortNames, []string{"sc"}) || r.Namespaced || r.Status || r.Generation {
+	if r.Resource != "storageclasses" || !reflect.DeepEqual(r.ShortNames, []string{"sc"}) || r.Namespaced || r.Status || r.Generation || !r.ReturnDeletedObject {
 		t.Errorf("unexpected discovery data: %+v", r)
 	}
 }
