@@ -113,6 +113,28 @@ func TestPodSpec(t *testing.T) {
 			s.HostNetwork = true
 			s.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
 		}, "spec.containers[0].ports[0].hostPort: Invalid value: 8080: must match `containerPort` when `hostNetwork` is true"},
+		{"pod certificate", func(s *corev1.PodSpec) {
+			s.Volumes = []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{
+					SignerName: "example.com/spiffe", KeyType: "ED25519", CredentialBundlePath: "creds.pem"}}}}}}}
+		}, ""},
+		{"pod certificate too long", func(s *corev1.PodSpec) {
+			s.Volumes = []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{
+					SignerName: "example.com/spiffe", KeyType: "ED25519", CredentialBundlePath: "creds.pem", MaxExpirationSeconds: ptr.To[int32](91*24*3600 + 1)}}}}}}}
+		}, "spec.volumes[0].projected.sources[0].podCertificate.maxExpirationSeconds: Invalid value: 7862401: if provided, maxExpirationSeconds must be <= 7862400"},
+		{"pod certificate of a Kubernetes signer", func(s *corev1.PodSpec) {
+			s.Volumes = []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{
+					SignerName: "kubernetes.io/kube-apiserver-client-pod", KeyType: "RSA3072", KeyPath: "k", CertificateChainPath: "k",
+					MaxExpirationSeconds: ptr.To[int32](3599)}}}}}}}
+		}, `spec.volumes[0].projected: Invalid value: "k": conflicting duplicate paths` + "\n" +
+			"spec.volumes[0].projected.sources[0].podCertificate.maxExpirationSeconds: Invalid value: 3599: if provided, maxExpirationSeconds must be >= 3600"},
+		{"pod certificate without paths", func(s *corev1.PodSpec) {
+			s.Volumes = []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{SignerName: "example.com/spiffe", KeyType: "DSA"}}}}}}}
+		}, `spec.volumes[0].projected.sources[0].podCertificate.keyType: Unsupported value: "DSA": supported values: "RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"` + "\n" +
+			"spec.volumes[0].projected.sources[0].podCertificate: Required value: specify at least one of credentialBundlePath, keyPath, and certificateChainPath"},
 		{"node affinity", func(s *corev1.PodSpec) {
 			s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{}}}

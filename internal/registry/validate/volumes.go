@@ -1,14 +1,19 @@
 package validate
 
 import (
+	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/svcnet/svcnet/internal/certificates"
 )
 
 const fileModeMsg = "must be a number between 0 and 0777 (octal), both inclusive"
@@ -349,10 +354,70 @@ func projected(src *corev1.ProjectedVolumeSource, p *field.Path) field.ErrorList
 		}
 		if s.PodCertificate != nil {
 			n++
+			errs = append(errs, podCertificate(s.PodCertificate, sp.Child("podCertificate"), claim)...)
 		}
 		if n > 1 {
 			errs = append(errs, field.Forbidden(sp, "may not specify more than 1 volume type per source"))
 		}
+	}
+	return errs
+}
+
+// The longest certificates a podCertificate projection may ask for: 91
+// days, and a day of a Kubernetes signer, as upstream's certificates API.
+const (
+	maxPodCertificateSeconds           = 91 * 24 * 60 * 60
+	maxKubernetesPodCertificateSeconds = 24 * 60 * 60
+)
+
+// podCertificateKeyTypes are the keys a kubelet generates for a pod
+// certificate.
+var podCertificateKeyTypes = []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"}
+
+// podCertificate checks a podCertificate projection: its signer, key
+// type, user annotations and user, the life it asks for, and the paths
+// it writes (claimed, as every source's).
+func podCertificate(pc *corev1.PodCertificateProjection, p *field.Path, claim func(target, name string)) field.ErrorList {
+	errs := certificates.ValidateSignerName(p.Child("signerName"), pc.SignerName)
+	for k := range pc.UserAnnotations {
+		errs = append(errs, validation.IsDomainPrefixedKey(p.Child("userAnnotations"), strings.ToLower(k))...)
+	}
+	if err := apivalidation.ValidateAnnotationsSize(pc.UserAnnotations); err != nil {
+		errs = append(errs, field.TooLong(p.Child("userAnnotations"), "", apivalidation.TotalAnnotationSizeLimitB))
+	}
+	if pc.User != nil {
+		for _, msg := range validation.IsValidUserID(*pc.User) {
+			errs = append(errs, field.Invalid(p.Child("user"), *pc.User, msg))
+		}
+	}
+	if !slices.Contains(podCertificateKeyTypes, pc.KeyType) {
+		errs = append(errs, field.NotSupported(p.Child("keyType"), pc.KeyType, podCertificateKeyTypes))
+	}
+	if m := pc.MaxExpirationSeconds; m != nil {
+		if *m < 3600 {
+			errs = append(errs, field.Invalid(p.Child("maxExpirationSeconds"), *m, "if provided, maxExpirationSeconds must be >= 3600"))
+		}
+		most := maxPodCertificateSeconds
+		if host, _, _ := strings.Cut(pc.SignerName, "/"); host == "kubernetes.io" || strings.HasSuffix(host, ".kubernetes.io") {
+			most = maxKubernetesPodCertificateSeconds
+		}
+		if *m > int32(most) {
+			errs = append(errs, field.Invalid(p.Child("maxExpirationSeconds"), *m, fmt.Sprintf("if provided, maxExpirationSeconds must be <= %d", most)))
+		}
+	}
+	paths := 0
+	for _, f := range []struct{ name, path string }{
+		{"credentialBundlePath", pc.CredentialBundlePath}, {"keyPath", pc.KeyPath}, {"certificateChainPath", pc.CertificateChainPath},
+	} {
+		if f.path == "" {
+			continue
+		}
+		paths++
+		errs = append(errs, localNonReservedPath(f.path, p.Child(f.name))...)
+		claim(f.path, f.path)
+	}
+	if paths == 0 {
+		errs = append(errs, field.Required(p, "specify at least one of credentialBundlePath, keyPath, and certificateChainPath"))
 	}
 	return errs
 }
