@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	capi "k8s.io/api/certificates/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -58,6 +59,29 @@ func ValidateSignerName(path *field.Path, name string) field.ErrorList {
 	errs = append(errs, firstLabelErrors(path, rest, strings.Split(rest, "."), validation.IsDNS1123Subdomain)...)
 	if limit := 2*validation.DNS1123SubdomainMaxLength + validation.DNS1123LabelMaxLength + 2; len(name) > limit {
 		errs = append(errs, field.TooLong(path, "", limit))
+	}
+	return errs
+}
+
+// IsKubernetesSigner is upstream's IsKubernetesSignerName: a signer of
+// the kubernetes.io domain or one of its subdomains, whose pod
+// certificates live a day at most.
+func IsKubernetesSigner(signer string) bool {
+	host, _, _ := strings.Cut(signer, "/")
+	return host == "kubernetes.io" || strings.HasSuffix(host, ".kubernetes.io")
+}
+
+// ValidateUserAnnotations is upstream's (pkg/apis/core/validation): the
+// user annotations of a podCertificate projection, copied into a
+// PodCertificateRequest's spec.unverifiedUserAnnotations, have
+// domain-prefixed keys of any case, and fit in an object's annotations.
+func ValidateUserAnnotations(annotations map[string]string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for k := range annotations {
+		errs = append(errs, validation.IsDomainPrefixedKey(path, strings.ToLower(k))...)
+	}
+	if err := apivalidation.ValidateAnnotationsSize(annotations); err != nil {
+		errs = append(errs, field.TooLong(path, "", apivalidation.TotalAnnotationSizeLimitB))
 	}
 	return errs
 }

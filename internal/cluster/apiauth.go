@@ -101,9 +101,10 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopbackConf
 				return nil, fmt.Errorf("node authorizer: %w", err)
 			}
 			claims := core.PersistentVolumeClaims()
-			a.listed = append(a.listed, claims.Informer())
+			pcrs := factory.Certificates().V1().PodCertificateRequests()
+			a.listed = append(a.listed, claims.Informer(), pcrs.Informer())
 			chain = append(chain, &nodeauthorizer.Authorizer{Pods: pods.GetIndexer(),
-				Claims: claims.Lister(), Rules: bootstrappolicy.NodeRules()})
+				Claims: claims.Lister(), PodCertificateRequests: pcrs.Lister(), Rules: bootstrappolicy.NodeRules()})
 			plugins = append(plugins, noderestriction.New(core.Pods().Lister(), core.Nodes().Lister()))
 		case AuthorizationRBAC:
 			chain = append(chain, a.rbac)

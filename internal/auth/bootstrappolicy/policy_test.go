@@ -284,6 +284,47 @@ func TestClusterTrustBundleRules(t *testing.T) {
 // TestWellFormed checks what holds for every object: upstream's label and
 // annotation, unique names, bindings that name a default role and have
 // subjects (but system:node), and rules in upstream's sorted form.
+// TestPodCertificateRequestRules pins the default policy of
+// podcertificaterequests to upstream's (testdata/cluster-roles.yaml,
+// controller-roles.yaml and their bindings, default feature gates):
+// nodes may get, list, watch and create requests (the Node authorizer
+// narrows that to their own), the cleaner may read and delete them, and
+// no other role but cluster-admin touches them or their status, nor may
+// any sign for a signer of its own: a signer is granted "sign" on it
+// by whoever runs it.
+func TestPodCertificateRequestRules(t *testing.T) {
+	node := rbacv1.PolicyRule{Verbs: []string{"create", "get", "list", "watch"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"podcertificaterequests"}}
+	if !slices.ContainsFunc(clusterRoleNamed(t, "system:node").Rules, func(r rbacv1.PolicyRule) bool { return reflect.DeepEqual(r, node) }) {
+		t.Errorf("system:node lacks %v", node)
+	}
+	if !slices.ContainsFunc(NodeRules(), func(r rbacv1.PolicyRule) bool { return reflect.DeepEqual(r, node) }) {
+		t.Errorf("NodeRules lack %v", node)
+	}
+	const cleaner = "system:controller:podcertificaterequestcleaner"
+	want := []rbacv1.PolicyRule{{Verbs: []string{"delete", "get", "list", "watch"}, APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"podcertificaterequests"}}}
+	if got := clusterRoleNamed(t, cleaner).Rules; !reflect.DeepEqual(got, want) {
+		t.Errorf("%s rules = %v, want %v", cleaner, got, want)
+	}
+	if got := clusterBindingNamed(t, cleaner).Subjects; !reflect.DeepEqual(got, []rbacv1.Subject{
+		{Kind: "ServiceAccount", Namespace: "kube-system", Name: "podcertificaterequestcleaner"}}) {
+		t.Errorf("%s subjects = %v", cleaner, got)
+	}
+	// The garbage collector and the namespace controller may delete (the
+	// collector update too) any kind, as upstream's.
+	anyKind := map[string]bool{"cluster-admin": true, "system:controller:generic-garbage-collector": true, "system:controller:namespace-controller": true}
+	for _, r := range ClusterRoles() {
+		if got, want := allows(r.Rules, "certificates.k8s.io", "podcertificaterequests", "delete"), anyKind[r.Name] || r.Name == cleaner; got != want {
+			t.Errorf("%s may delete podcertificaterequests: %v, want %v", r.Name, got, want)
+		}
+		if got, want := allows(r.Rules, "certificates.k8s.io", "podcertificaterequests", "create"), r.Name == "cluster-admin" || r.Name == "system:node"; got != want {
+			t.Errorf("%s may create podcertificaterequests: %v, want %v", r.Name, got, want)
+		}
+		if got, want := allows(r.Rules, "certificates.k8s.io", "podcertificaterequests/status", "update"), r.Name == "cluster-admin" || r.Name == "system:controller:generic-garbage-collector"; got != want {
+			t.Errorf("%s may update podcertificaterequests/status: %v, want %v", r.Name, got, want)
+		}
+	}
+}
+
 func TestWellFormed(t *testing.T) {
 	type object struct {
 		kind string

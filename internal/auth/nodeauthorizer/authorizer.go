@@ -2,8 +2,8 @@
 // (--authorization-mode=Node): a node, the user system:node:<name> in
 // group system:nodes, may read the Secrets, ConfigMaps, claims and
 // volumes of the pods bound to it and mint tokens for their service
-// accounts, list and watch its own pods, and touch its own Node and
-// Lease; everything else it may do is system:node's static rules. What
+// accounts, list and watch its own pods and PodCertificateRequests, and
+// touch its own Node and Lease; everything else it may do is system:node's static rules. What
 // relates an object to a node is read from the API server's pod and claim
 // caches at each request (upstream keeps a graph of the same edges).
 // Writes within those rights are narrowed further by the NodeRestriction
@@ -20,6 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
+	certlisters "k8s.io/client-go/listers/certificates/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -66,6 +67,9 @@ type Authorizer struct {
 	Pods cache.Indexer
 	// Claims are the cluster's PersistentVolumeClaims.
 	Claims corelisters.PersistentVolumeClaimLister
+	// PodCertificateRequests are the cluster's PodCertificateRequests; a
+	// node may get those of its spec.nodeName. Nil relates none.
+	PodCertificateRequests certlisters.PodCertificateRequestLister
 	// Rules are what every node may do (system:node's rules).
 	Rules []rbacv1.PolicyRule
 }
@@ -82,6 +86,7 @@ var (
 	csiNodes        = schema.GroupResource{Group: "storage.k8s.io", Resource: "csinodes"}
 	attachments     = schema.GroupResource{Group: "storage.k8s.io", Resource: "volumeattachments"}
 	resourceClaims  = schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}
+	podCertificates = schema.GroupResource{Group: "certificates.k8s.io", Resource: "podcertificaterequests"}
 )
 
 // related reports whether the object named in a relates to node.
@@ -123,6 +128,8 @@ func (z *Authorizer) Authorize(_ context.Context, a authz.Attributes) (authz.Dec
 			return authorizeNode(node, a)
 		case pods:
 			return z.authorizePod(node, a)
+		case podCertificates:
+			return z.authorizePodCertificateRequest(node, a)
 		}
 	}
 	for i := range z.Rules {
@@ -328,4 +335,34 @@ func (z *Authorizer) authorizePod(node string, a authz.Attributes) (authz.Decisi
 		}
 	}
 	return authz.NoOpinion, "", nil
+}
+
+// authorizePodCertificateRequest is upstream's: a node may create
+// PodCertificateRequests (NodeRestriction narrows that to its own pods),
+// get one naming it in spec.nodeName, and list or watch those selecting
+// spec.nodeName=<node>; nothing else, and never the status.
+func (z *Authorizer) authorizePodCertificateRequest(node string, a authz.Attributes) (authz.Decision, string, error) {
+	if a.Subresource != "" {
+		return authz.NoOpinion, "nodes may not access the status subresource of PodCertificateRequests", nil
+	}
+	switch a.Verb {
+	case "create":
+		return authz.Allow, "", nil
+	case "get":
+		return z.authorize(node, a, func(node string, a authz.Attributes) bool {
+			if z.PodCertificateRequests == nil {
+				return false
+			}
+			r, err := z.PodCertificateRequests.PodCertificateRequests(a.Namespace).Get(a.Name)
+			return err == nil && string(r.Spec.NodeName) == node
+		})
+	case "list", "watch":
+		if a.FieldSelector != nil {
+			if v, ok := a.FieldSelector.RequiresExactMatch("spec.nodeName"); ok && v == node {
+				return authz.Allow, "", nil
+			}
+		}
+		return authz.NoOpinion, "can only list/watch podcertificaterequests with nodeName field selector", nil
+	}
+	return authz.NoOpinion, fmt.Sprintf("nodes may not %s podcertificaterequests", a.Verb), nil
 }

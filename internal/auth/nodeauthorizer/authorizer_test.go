@@ -4,10 +4,12 @@ import (
 	"context"
 	"testing"
 
+	capi "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apiserver/pkg/authentication/user"
+	certlisters "k8s.io/client-go/listers/certificates/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -35,7 +37,17 @@ func TestAuthorize(t *testing.T) {
 	if err := claims.Add(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}}); err != nil {
 		t.Fatal(err)
 	}
-	z := &Authorizer{Pods: pods, Claims: corelisters.NewPersistentVolumeClaimLister(claims), Rules: bootstrappolicy.NodeRules()}
+	pcrs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, r := range []*capi.PodCertificateRequest{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-pcr"}, Spec: capi.PodCertificateRequestSpec{NodeName: "n1"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-pcr"}, Spec: capi.PodCertificateRequestSpec{NodeName: "n2"}},
+	} {
+		if err := pcrs.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	z := &Authorizer{Pods: pods, Claims: corelisters.NewPersistentVolumeClaimLister(claims),
+		PodCertificateRequests: certlisters.NewPodCertificateRequestLister(pcrs), Rules: bootstrappolicy.NodeRules()}
 	n1 := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes", "system:authenticated"}}
 	res := func(verb, ns, resource, name string) authz.Attributes {
 		return authz.Attributes{User: n1, Verb: verb, ResourceRequest: true, APIVersion: "v1", Namespace: ns, Resource: resource, Name: name}
@@ -96,12 +108,29 @@ func TestAuthorize(t *testing.T) {
 		{"watching ClusterTrustBundles", group(res("watch", "", "clustertrustbundles", ""), "certificates.k8s.io"), authz.Allow, ""},
 		{"writing a ClusterTrustBundle", group(res("create", "", "clustertrustbundles", ""), "certificates.k8s.io"), authz.NoOpinion, ""},
 		{"deleting a ClusterTrustBundle", group(res("delete", "", "clustertrustbundles", "example.com:foo:abc"), "certificates.k8s.io"), authz.NoOpinion, ""},
+		// PodCertificateRequests, as upstream's authorizer: created freely
+		// (NodeRestriction narrows), read when they name the node.
+		{"creating a PodCertificateRequest", group(res("create", "ns", "podcertificaterequests", ""), "certificates.k8s.io"), authz.Allow, ""},
+		{"its PodCertificateRequest", group(res("get", "ns", "podcertificaterequests", "web-pcr"), "certificates.k8s.io"), authz.Allow, ""},
+		{"another node's PodCertificateRequest", group(res("get", "ns", "podcertificaterequests", "db-pcr"), "certificates.k8s.io"), authz.NoOpinion, noRelation},
+		{"a missing PodCertificateRequest", group(res("get", "ns", "podcertificaterequests", "gone"), "certificates.k8s.io"), authz.NoOpinion, noRelation},
+		{"watching its PodCertificateRequests", group(selected(res("watch", "", "podcertificaterequests", ""), "spec.nodeName=n1"), "certificates.k8s.io"), authz.Allow, ""},
+		{"listing every PodCertificateRequest", group(res("list", "ns", "podcertificaterequests", ""), "certificates.k8s.io"), authz.NoOpinion, "can only list/watch podcertificaterequests with nodeName field selector"},
+		{"another node's PodCertificateRequests", group(selected(res("list", "", "podcertificaterequests", ""), "spec.nodeName=n2"), "certificates.k8s.io"), authz.NoOpinion, "can only list/watch podcertificaterequests with nodeName field selector"},
+		{"deleting a PodCertificateRequest", group(res("delete", "ns", "podcertificaterequests", "web-pcr"), "certificates.k8s.io"), authz.NoOpinion, "nodes may not delete podcertificaterequests"},
+		{"a PodCertificateRequest's status", group(sub(res("update", "ns", "podcertificaterequests", "web-pcr"), "status"), "certificates.k8s.io"), authz.NoOpinion, "nodes may not access the status subresource of PodCertificateRequests"},
+		{"signing for a signer", group(res("sign", "", "signers", "example.com/foo"), "certificates.k8s.io"), authz.NoOpinion, ""},
 		{"attesting for a signer", group(res("attest", "", "signers", "example.com/foo"), "certificates.k8s.io"), authz.NoOpinion, ""},
 	} {
 		d, reason, err := z.Authorize(context.Background(), c.a)
 		if err != nil || d != c.want || reason != c.reason {
 			t.Errorf("%s: %v %q %v, want %v %q", c.name, d, reason, err, c.want, c.reason)
 		}
+	}
+
+	bare := &Authorizer{Pods: pods, Rules: bootstrappolicy.NodeRules()}
+	if d, reason, _ := bare.Authorize(context.Background(), group(res("get", "ns", "podcertificaterequests", "web-pcr"), "certificates.k8s.io")); d != authz.NoOpinion || reason != noRelation {
+		t.Errorf("without PodCertificateRequests: %v %q", d, reason)
 	}
 
 	jane := res("get", "ns", "secrets", "tls")

@@ -14,6 +14,7 @@ func TestCertificatesRegister(t *testing.T) {
 	want := map[string]string{
 		"certificates.k8s.io/v1, Resource=certificatesigningrequests": "csr||false|true|false|Name,Age,SignerName,Requestor,RequestedDuration,Condition|spec.signerName|approval",
 		"certificates.k8s.io/v1, Resource=clustertrustbundles":        "||false|false|false|Name,SignerName|spec.signerName|",
+		"certificates.k8s.io/v1, Resource=podcertificaterequests":     "||true|true|false|Name,PodName,ServiceAccountName,NodeName,SignerName,State,UnverifiedUserAnnotations|spec.nodeName,spec.podName,spec.signerName|",
 	}
 	selectable := func(r *registry.Resource) string {
 		if r.Fields == nil {

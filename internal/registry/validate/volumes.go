@@ -379,12 +379,7 @@ var podCertificateKeyTypes = []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP
 // it writes (claimed, as every source's).
 func podCertificate(pc *corev1.PodCertificateProjection, p *field.Path, claim func(target, name string)) field.ErrorList {
 	errs := certificates.ValidateSignerName(p.Child("signerName"), pc.SignerName)
-	for k := range pc.UserAnnotations {
-		errs = append(errs, validation.IsDomainPrefixedKey(p.Child("userAnnotations"), strings.ToLower(k))...)
-	}
-	if err := apivalidation.ValidateAnnotationsSize(pc.UserAnnotations); err != nil {
-		errs = append(errs, field.TooLong(p.Child("userAnnotations"), "", apivalidation.TotalAnnotationSizeLimitB))
-	}
+	errs = append(errs, certificates.ValidateUserAnnotations(pc.UserAnnotations, p.Child("userAnnotations"))...)
 	if pc.User != nil {
 		for _, msg := range validation.IsValidUserID(*pc.User) {
 			errs = append(errs, field.Invalid(p.Child("user"), *pc.User, msg))
@@ -398,7 +393,7 @@ func podCertificate(pc *corev1.PodCertificateProjection, p *field.Path, claim fu
 			errs = append(errs, field.Invalid(p.Child("maxExpirationSeconds"), *m, "if provided, maxExpirationSeconds must be >= 3600"))
 		}
 		most := maxPodCertificateSeconds
-		if host, _, _ := strings.Cut(pc.SignerName, "/"); host == "kubernetes.io" || strings.HasSuffix(host, ".kubernetes.io") {
+		if certificates.IsKubernetesSigner(pc.SignerName) {
 			most = maxKubernetesPodCertificateSeconds
 		}
 		if *m > int32(most) {
