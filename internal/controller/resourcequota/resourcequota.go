@@ -160,7 +160,10 @@ func (c *Controller) replenish(gr schema.GroupResource, obj any) {
 		return
 	}
 	for _, q := range quotas {
-		if len(evaluator.MatchingResources(k8squota.ResourceNames(q.Status.Hard))) > 0 {
+		// The limits the quota has, or is about to have once its first
+		// status (which the cache may not show yet) is written.
+		limits := append(k8squota.ResourceNames(q.Status.Hard), k8squota.ResourceNames(q.Spec.Hard)...)
+		if len(evaluator.MatchingResources(limits)) > 0 {
 			c.queue.Add(q.Namespace + "/" + q.Name)
 		}
 	}
