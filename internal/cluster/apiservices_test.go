@@ -15,13 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	apiregistrationv1apply "k8s.io/kube-aggregator/pkg/client/applyconfiguration/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	"k8s.io/utils/ptr"
-
-	"github.com/svcnet/svcnet/internal/storage/storagetest"
 )
 
 // TestAPIServices starts the API server and finds a Local, Available
@@ -30,25 +27,8 @@ import (
 // version while its definition lives, and a client's aggregated API
 // stored as written.
 func TestAPIServices(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", storagetest.FreePort(t)) }
-	api, err := StartAPIServer(ctx, APIServerOptions{
-		DataDir: t.TempDir(), BindAddress: addr(), EtcdClientURL: "https://" + addr(), EtcdPeerURL: "https://" + addr(),
-	})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := api.Wait(); err != nil {
-			t.Error(err)
-		}
-	})
-	cfg, err := clientcmd.BuildConfigFromFlags("", api.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	api, cfg := startTestAPIServer(t)
+	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	agg := aggregatorclient.NewForConfigOrDie(cfg)
 	apiServices := agg.ApiregistrationV1().APIServices()

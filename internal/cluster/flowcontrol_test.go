@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -12,10 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apfconfig "k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/controlplane/apfbootstrap"
-	"github.com/svcnet/svcnet/internal/storage/storagetest"
 )
 
 // TestFlowControlBootstrap starts the API server and finds upstream's
@@ -25,25 +22,8 @@ import (
 // left alone; StorageVersionMigrations are served with their status
 // subresource.
 func TestFlowControlBootstrap(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", storagetest.FreePort(t)) }
-	api, err := StartAPIServer(ctx, APIServerOptions{
-		DataDir: t.TempDir(), BindAddress: addr(), EtcdClientURL: "https://" + addr(), EtcdPeerURL: "https://" + addr(),
-	})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := api.Wait(); err != nil {
-			t.Error(err)
-		}
-	})
-	cfg, err := clientcmd.BuildConfigFromFlags("", api.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cfg := startTestAPIServer(t)
+	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	fss, pls := cs.FlowcontrolV1().FlowSchemas(), cs.FlowcontrolV1().PriorityLevelConfigurations()
 

@@ -11,10 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
-
-	"github.com/svcnet/svcnet/internal/storage/storagetest"
 )
 
 // TestPriorityClasses starts the API server and finds the system
@@ -23,25 +20,8 @@ import (
 // without a class), and an unknown class, a second global default or a
 // changed value are refused.
 func TestPriorityClasses(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", storagetest.FreePort(t)) }
-	api, err := StartAPIServer(ctx, APIServerOptions{
-		DataDir: t.TempDir(), BindAddress: addr(), EtcdClientURL: "https://" + addr(), EtcdPeerURL: "https://" + addr(),
-	})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := api.Wait(); err != nil {
-			t.Error(err)
-		}
-	})
-	cfg, err := clientcmd.BuildConfigFromFlags("", api.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cfg := startTestAPIServer(t)
+	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	pcs := cs.SchedulingV1().PriorityClasses()
 
