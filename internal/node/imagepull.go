@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,7 +88,7 @@ func (a *Agent) forgetPulls(pod *corev1.Pod) {
 	if pod == nil || a.pullBackoff == nil {
 		return
 	}
-	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+	for _, c := range podContainers(pod) {
 		a.pullBackoff.DeleteEntry(pullKey(pod, c.Image))
 		a.pullErrors.Delete(pullKey(pod, c.Image))
 	}
@@ -178,16 +177,7 @@ func (a *Agent) ociContainer(pod *corev1.Pod, sb *sandbox, c *corev1.Container, 
 			}
 		}
 	}
-	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
-		oc.MemoryLimit = q.Value()
-	}
-	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
-		// The kubelet's quota: the CPUs' share of a 100ms period.
-		oc.CPUQuota = max(q.MilliValue()*100, 1000)
-	}
-	// The kubelet's shares: 2 without a request (BestEffort).
-	cpuRequest := c.Resources.Requests[corev1.ResourceCPU]
-	oc.CPUShares = uint64(max(cpuRequest.MilliValue()*1024/1000, 2))
+	oc.MemoryLimit, oc.CPUQuota, oc.CPUShares = cgroupLimits(appliedResources(c))
 	return oc, nil
 }
 

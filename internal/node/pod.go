@@ -64,6 +64,20 @@ func (a *Agent) runPod(ctx context.Context, w *podWorker, pod *corev1.Pod) error
 	}
 	want(a.setUpVolumes(pod))
 	policy := pod.Spec.RestartPolicy
+	// A running container takes a resize in place, unless the pod no
+	// longer fits the node.
+	infeasible, resizePending := a.resizeInfeasible(pod), false
+	resize := func(c *container, spec *corev1.Container) error {
+		if infeasible != "" {
+			resizePending = resizePending || resizeWanted(c, spec)
+			return nil
+		}
+		restarting, err := a.resizeInPlace(ctx, pod, c, spec)
+		if restarting {
+			want(time.Millisecond)
+		}
+		return err
+	}
 
 	initDone := true
 	initialized := podInitialized(pod, latest)
@@ -81,6 +95,8 @@ func (a *Agent) runPod(ctx context.Context, w *podWorker, pod *corev1.Pod) error
 						return err
 					}
 					want(time.Millisecond)
+				} else if err := resize(c, spec); err != nil {
+					return err
 				} else if started, _ := a.probes.state(c, spec); started || initialized {
 					continue
 				}
@@ -118,11 +134,28 @@ func (a *Agent) runPod(ctx context.Context, w *podWorker, pod *corev1.Pod) error
 						return err
 					}
 					want(time.Millisecond)
+				} else if err := resize(c, spec); err != nil {
+					return err
 				}
 			case restarts(policy, c.Exit.ExitCode):
 				want(a.maybeStart(ctx, pod, sb, spec, c, waiting))
 			}
 		}
+	}
+
+	// Ephemeral containers start once each, initialized pod or not, and
+	// never again; one that targets a container runs in its PID
+	// namespace.
+	for i := range pod.Spec.EphemeralContainers {
+		ec := &pod.Spec.EphemeralContainers[i]
+		if latest[ec.Name] != nil {
+			continue
+		}
+		esb := sb
+		if t := latest[ec.TargetContainerName]; t != nil && t.Running() && t.State.PID > 0 {
+			esb = &sandbox{ip: sb.ip, netns: sb.netns, etc: sb.etc, pidNS: fmt.Sprintf("/proc/%d/ns/pid", t.State.PID)}
+		}
+		want(a.maybeStart(ctx, pod, esb, (*corev1.Container)(&ec.EphemeralContainerCommon), nil, waiting))
 	}
 
 	if runs, err = a.rt.containers(uid); err != nil {
@@ -145,6 +178,9 @@ func (a *Agent) runPod(ctx context.Context, w *podWorker, pod *corev1.Pod) error
 
 	st := a.podStatus(pod, runs, waiting, false)
 	st.PodIP, st.PodIPs = sb.ip, []corev1.PodIP{{IP: sb.ip}}
+	if resizePending {
+		st.Conditions = append(st.Conditions, resizePendingCondition(pod, infeasible))
+	}
 	if err := a.updateStatus(ctx, pod, st); err != nil {
 		return err
 	}
@@ -267,6 +303,7 @@ func (a *Agent) createAndStart(ctx context.Context, pod *corev1.Pod, sb *sandbox
 	if cs.release != nil {
 		defer cs.release()
 	}
+	cs.Resources = appliedResources(spec)
 	a.event(pod, spec.Name, corev1.EventTypeNormal, "Created", "Created container: "+spec.Name)
 	if err := a.rt.start(string(pod.UID), *cs); err != nil {
 		a.event(pod, spec.Name, corev1.EventTypeWarning, "Failed", "Error: "+err.Error())

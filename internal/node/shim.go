@@ -23,6 +23,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/logs"
@@ -96,9 +97,12 @@ type containerSpec struct {
 	// overlay of Layers (topmost first) with a writable layer in the
 	// run's directory, its mounts, hostname and network namespace are the
 	// spec's.
-	OCI    *specs.Spec   `json:"oci,omitempty"`
-	Layers []string      `json:"layers,omitempty"`
-	Runc   *runc.Runtime `json:"runc,omitempty"`
+	// Resources are the requests and limits the run has, its spec's when
+	// it started and after each in-place resize.
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	OCI       *specs.Spec                  `json:"oci,omitempty"`
+	Layers    []string                     `json:"layers,omitempty"`
+	Runc      *runc.Runtime                `json:"runc,omitempty"`
 	// release lets the image garbage collector have the run's image once
 	// the run is on disk; nil for a host process.
 	release func()

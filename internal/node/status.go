@@ -100,6 +100,13 @@ func (a *Agent) podStatus(pod *corev1.Pod, runs []*container, waiting map[string
 		}
 	}
 
+	// Ephemeral containers count neither for the phase nor for readiness.
+	for i, spec := range pod.Spec.EphemeralContainers {
+		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses,
+			a.containerStatus(c, byName[spec.Name], waiting, oldStatus(old.EphemeralContainerStatuses, spec.Name)))
+	}
+
 	switch {
 	case old.Phase == corev1.PodSucceeded || old.Phase == corev1.PodFailed:
 		st.Phase = old.Phase
@@ -166,7 +173,8 @@ func (a *Agent) podStatus(pod *corev1.Pod, runs []*container, waiting map[string
 	// Conditions others own (DisruptionTarget, readiness gates) stay.
 	for _, c := range old.Conditions {
 		switch c.Type {
-		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled:
+		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled,
+			corev1.PodResizePending, corev1.PodResizeInProgress:
 		default:
 			st.Conditions = append(st.Conditions, c)
 		}
@@ -248,6 +256,11 @@ func (a *Agent) containerStatus(spec *corev1.Container, runs []*container, waiti
 		}
 	case cur.Running():
 		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metaTime(cur.State.StartedAt)}
+		if r := cur.Spec.Resources; r != nil {
+			// What the run has (its allocation, applied), not what the
+			// spec may ask since.
+			cs.AllocatedResources, cs.Resources = r.Requests, r.DeepCopy()
+		}
 		started, ready := a.probes.state(cur, spec)
 		cs.Started, cs.Ready = ptr.To(started), ready
 		if prev != nil && prev.Exit != nil {

@@ -412,19 +412,31 @@ func (a *Agent) killContainer(ctx context.Context, pod *corev1.Pod, c *container
 	return a.rt.stop(ctx, c, max(time.Until(deadline), 0))
 }
 
-// specContainer finds a container or init container of the pod by name.
+// specContainer finds a container, init container or ephemeral container
+// of the pod by name.
 func specContainer(pod *corev1.Pod, name string) *corev1.Container {
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
+	for _, c := range podContainers(pod) {
+		if c.Name == name {
+			return c
 		}
 	}
 	return nil
+}
+
+// podContainers are the pod's init, regular and ephemeral containers, the
+// last as the containers they are run as.
+func podContainers(pod *corev1.Pod) []*corev1.Container {
+	var all []*corev1.Container
+	for i := range pod.Spec.InitContainers {
+		all = append(all, &pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		all = append(all, &pod.Spec.Containers[i])
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		all = append(all, (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
+	}
+	return all
 }
 
 func (w *podWorker) setRunning(dirs []string) {
@@ -446,6 +458,11 @@ func (a *Agent) event(pod *corev1.Pod, container, kind, reason, msg string) {
 				ref.FieldPath = fmt.Sprintf("spec.initContainers{%s}", container)
 			}
 		}
+		for _, c := range pod.Spec.EphemeralContainers {
+			if c.Name == container {
+				ref.FieldPath = fmt.Sprintf("spec.ephemeralContainers{%s}", container)
+			}
+		}
 	}
 	a.recorder.Event(ref, kind, reason, msg)
 }
@@ -457,7 +474,7 @@ func (a *Agent) backoffKeys(pod *corev1.Pod) []string {
 		return nil
 	}
 	var keys []string
-	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+	for _, c := range podContainers(pod) {
 		keys = append(keys, backoffKey(pod, c.Name))
 	}
 	return keys

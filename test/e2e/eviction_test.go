@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,13 +13,7 @@ import (
 // a pod within its limits runs on.
 func TestLocalStorageEviction(t *testing.T) {
 	t.Parallel()
-	needRoot(t)
-	if _, err := exec.LookPath("runc"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI installs runc (.ci/run)")
-		}
-		t.Skip("needs runc: a host process's writes are the host's, not the container's")
-	}
+	needRunc(t, "a host process's writes are the host's, not the container's")
 	c := startNodeCluster(t, "--runtime", "runc")
 	pod := func(name, script, limits, volumes string) string {
 		return `apiVersion: v1

@@ -80,6 +80,19 @@ func needRoot(t *testing.T) {
 	t.Skip("this test needs root for network namespaces; CI runs it as root")
 }
 
+// needRunc skips a test that needs root and runc (why says what for),
+// except in CI, which installs runc: there it fails.
+func needRunc(t *testing.T, why string) {
+	t.Helper()
+	needRoot(t)
+	if _, err := exec.LookPath("runc"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI installs runc (.ci/run)")
+		}
+		t.Skip("needs runc: " + why)
+	}
+}
+
 func removeNetns(t *testing.T, ns string) {
 	if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
 		t.Errorf("ip netns del %s: %v: %s", ns, err, out)

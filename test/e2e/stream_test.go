@@ -251,3 +251,60 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestStreamDebug: `kubectl debug` adds ephemeral containers to a running
+// pod through pods/ephemeralcontainers: one runs a command whose output
+// `kubectl logs -c` shows and into which `kubectl exec -c` runs, another
+// is a shell on the user's terminal; each shows in the pod's
+// ephemeralContainerStatuses, the first write moves the pod to
+// generation 2, and none can be removed.
+func TestStreamDebug(t *testing.T) {
+	t.Parallel()
+	c := startNodeCluster(t)
+	c.pod("web", "nginx", "    ports: [{containerPort: 80}]")
+	c.waitReady("web", "True", 60*time.Second)
+
+	c.must("debug", "web", "--image=busybox", "--container=poller", "--", "sh", "-c", "while true; do echo polo; sleep 1; done")
+	eventually(t, 60*time.Second, func() string {
+		if out, err := c.kubectl("", "logs", "web", "-c", "poller"); err != nil || !strings.Contains(out, "polo") {
+			return fmt.Sprintf("logs of the ephemeral container: %v %s", err, out)
+		}
+		return ""
+	})
+	if out := c.must("exec", "web", "-c", "poller", "--", "echo", "marco"); strings.TrimSpace(out) != "marco" {
+		t.Fatalf("exec in the ephemeral container = %q, want marco", out)
+	}
+	if gen := c.must("get", "pod", "web", "-o", "jsonpath={.metadata.generation}"); gen != "2" {
+		t.Fatalf("generation after adding an ephemeral container = %s, want 2", gen)
+	}
+	if state := c.must("get", "pod", "web", "-o", `jsonpath={.status.ephemeralContainerStatuses[?(@.name=="poller")].state.running.startedAt}`); state == "" {
+		t.Fatalf("ephemeral container poller not running in the pod's status")
+	}
+
+	term := c.kubectlTTY("debug", "-it", "web", "--image=busybox", "--container=shell", "--", "sh")
+	term.expect("If you don't see a command prompt, try pressing enter.", 60*time.Second)
+	term.typeLine("echo sum-$((40+2))")
+	term.expect("sum-42", 20*time.Second)
+	term.typeLine("exit 7")
+	_ = term.exit(30 * time.Second)
+	eventually(t, 30*time.Second, func() string {
+		code := c.must("get", "pod", "web", "-o", `jsonpath={.status.ephemeralContainerStatuses[?(@.name=="shell")].state.terminated.exitCode}`)
+		if code != "7" {
+			return "exit code of the ephemeral shell in the pod's status: " + code
+		}
+		return ""
+	})
+	// It is not started again: an ephemeral container runs once.
+	if n := c.must("get", "pod", "web", "-o", `jsonpath={.status.ephemeralContainerStatuses[?(@.name=="shell")].restartCount}`); n != "0" {
+		t.Fatalf("restartCount of the ended ephemeral shell = %s, want 0", n)
+	}
+
+	out := c.fails("patch", "pod", "web", "--subresource=ephemeralcontainers", "--type=json", "-p", `[{"op":"remove","path":"/spec/ephemeralContainers/0"}]`)
+	if !strings.Contains(out, `existing ephemeral containers "poller" may not be removed`) {
+		t.Fatalf("removing an ephemeral container: %s", out)
+	}
+	out = c.fails("debug", "web", "--image=busybox", "--container=main", "--", "true")
+	if !strings.Contains(out, `spec.ephemeralContainers[2].name: Duplicate value: "main"`) {
+		t.Fatalf("an ephemeral container named as a container: %s", out)
+	}
+}

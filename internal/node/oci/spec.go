@@ -248,6 +248,9 @@ func Spec(c Container) *specs.Spec {
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.PIDNamespace, Path: c.PIDNS}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
 				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace, Path: c.NetNS},
+				// Its own cgroup is the root of /sys/fs/cgroup, as
+				// containerd's containers see theirs on cgroup v2.
+				{Type: specs.CgroupNamespace},
 			},
 			Resources: resources(c),
 			Sysctl:    c.Sysctls,

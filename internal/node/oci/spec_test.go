@@ -82,12 +82,16 @@ func TestSpec(t *testing.T) {
 		t.Errorf("spec: %+v %+v", s.Root, s.Process.User)
 	}
 	var net specs.LinuxNamespace
+	cgroupNS := false
 	for _, ns := range s.Linux.Namespaces {
-		if ns.Type == specs.NetworkNamespace {
+		switch ns.Type {
+		case specs.NetworkNamespace:
 			net = ns
+		case specs.CgroupNamespace:
+			cgroupNS = true
 		}
 	}
-	if net.Path != "/run/netns/pod" || len(s.Linux.Namespaces) != 5 {
+	if net.Path != "/run/netns/pod" || !cgroupNS || len(s.Linux.Namespaces) != 6 {
 		t.Errorf("namespaces: %+v", s.Linux.Namespaces)
 	}
 	last := s.Mounts[len(s.Mounts)-1]

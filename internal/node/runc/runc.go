@@ -341,6 +341,21 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	return r.run(ctx, "start", id)
 }
 
+// Update changes the cgroup limits of running container id: its memory
+// limit (and swap, kept equal) in bytes, its CPU quota per 100ms period
+// and its CPU shares; a zero limit or quota is left as it is.
+func (r *Runtime) Update(ctx context.Context, id string, memory, cpuQuota int64, cpuShares uint64) error {
+	args := []string{"update", "--cpu-share", strconv.FormatUint(cpuShares, 10)}
+	if cpuQuota > 0 {
+		args = append(args, "--cpu-period", "100000", "--cpu-quota", strconv.FormatInt(cpuQuota, 10))
+	}
+	if memory > 0 {
+		m := strconv.FormatInt(memory, 10)
+		args = append(args, "--memory", m, "--memory-swap", m)
+	}
+	return r.run(ctx, append(args, id)...)
+}
+
 // Delete removes container id (killing it if it still runs).
 func (r *Runtime) Delete(ctx context.Context, id string) error {
 	return r.run(ctx, "delete", "--force", id)

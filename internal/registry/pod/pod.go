@@ -34,6 +34,10 @@ func Resource(sas ServiceAccounts, evictions *Evictions) *registry.Resource {
 		Strategy:            strategy{sas: sas},
 		Columns:             columns(),
 		Fields:              selectableFields,
+		Subresources: map[string]registry.Subresource{
+			"ephemeralcontainers": ephemeralContainers(),
+			"resize":              resize(),
+		},
 	}
 	if evictions != nil {
 		r.Actions = map[string]registry.Action{"eviction": evictions.Action()}

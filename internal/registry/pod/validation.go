@@ -71,9 +71,7 @@ func validateUpdate(pod, old *corev1.Pod) field.ErrorList {
 			if ctr.Image == "" {
 				errs = append(errs, field.Required(p, ""))
 			}
-			if len(strings.TrimSpace(ctr.Image)) != len(ctr.Image) {
-				errs = append(errs, field.Invalid(p, ctr.Image, "must not have leading or trailing whitespace"))
-			}
+			errs = append(errs, validate.ImageWhitespace(ctr.Image, p)...)
 		}
 	}
 

@@ -2,6 +2,8 @@ package validate
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +53,9 @@ func containerCommon(c *corev1.Container, pod *podContext, p *field.Path) field.
 	return append(errs, securityContext(c.SecurityContext, p.Child("securityContext"))...)
 }
 
+// resizePolicy checks how a container takes an in-place resize: once per
+// resource, cpu or memory, and without a restart in a pod that never
+// restarts its containers.
 func resizePolicy(policies []corev1.ContainerResizePolicy, restart corev1.RestartPolicy, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	seen := map[corev1.ResourceName]bool{}
@@ -62,7 +67,7 @@ func resizePolicy(policies []corev1.ContainerResizePolicy, restart corev1.Restar
 		errs = append(errs, oneOf(policy.ResourceName, resizeResources, p)...)
 		errs = append(errs, oneOf(policy.RestartPolicy, resizeRestartPolicies, p)...)
 		if restart == corev1.RestartPolicyNever && policy.RestartPolicy != corev1.NotRequired {
-			errs = append(errs, field.Invalid(p, policy.RestartPolicy, "must be 'NotRequired' when `restartPolicy` is 'Never'"))
+			errs = append(errs, field.Invalid(p, policy.RestartPolicy, "must be 'NotRequired' when pod `restartPolicy` is 'Never'"))
 		}
 	}
 	return errs
@@ -457,6 +462,60 @@ func initContainers(list, regular []corev1.Container, pod *podContext, p *field.
 	return errs
 }
 
+// ephemeralAllowed are the fields of an ephemeral container a user may
+// set, as upstream's allow list: what the pod relies on (ports, probes,
+// lifecycle, resources, restart rules) is not among them.
+var ephemeralAllowed = map[string]bool{
+	"Name": true, "Image": true, "Command": true, "Args": true, "WorkingDir": true,
+	"EnvFrom": true, "Env": true, "VolumeMounts": true, "VolumeDevices": true,
+	"TerminationMessagePath": true, "TerminationMessagePolicy": true,
+	"ImagePullPolicy": true, "SecurityContext": true,
+	"Stdin": true, "StdinOnce": true, "TTY": true,
+}
+
+// ephemeralContainers checks a pod's ephemeral containers: each as any
+// container, named apart from every other container, targeting a
+// regular or init container if it targets one, with no field outside
+// the allow list and no subPath mounts (bind mounts that would outlive
+// the container).
+func ephemeralContainers(list []corev1.EphemeralContainer, spec *corev1.PodSpec, pod *podContext, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	others, names := map[string]bool{}, map[string]bool{}
+	for _, c := range slices.Concat(spec.Containers, spec.InitContainers) {
+		others[c.Name], names[c.Name] = true, true
+	}
+	const forbidden = "cannot be set for an Ephemeral Container"
+	for i := range list {
+		ec := &list[i]
+		cp := p.Index(i)
+		c := (*corev1.Container)(&ec.EphemeralContainerCommon)
+		errs = append(errs, containerCommon(c, pod, cp)...)
+		errs = append(errs, ImageWhitespace(c.Image, cp.Child("image"))...)
+		if names[ec.Name] {
+			errs = append(errs, field.Duplicate(cp.Child("name"), ec.Name))
+		}
+		names[ec.Name] = true
+		if ec.TargetContainerName != "" && !others[ec.TargetContainerName] {
+			errs = append(errs, field.NotFound(cp.Child("targetContainerName"), ec.TargetContainerName))
+		}
+		v, t := reflect.ValueOf(ec.EphemeralContainerCommon), reflect.TypeOf(ec.EphemeralContainerCommon)
+		for f := range t.NumField() {
+			if name := t.Field(f).Name; !ephemeralAllowed[name] && !v.Field(f).IsZero() {
+				errs = append(errs, field.Forbidden(cp.Child(strings.ToLower(name[:1])+name[1:]), forbidden))
+			}
+		}
+		for j, m := range ec.VolumeMounts {
+			if m.SubPath != "" {
+				errs = append(errs, field.Forbidden(cp.Child("volumeMounts").Index(j).Child("subPath"), forbidden))
+			}
+			if m.SubPathExpr != "" {
+				errs = append(errs, field.Forbidden(cp.Child("volumeMounts").Index(j).Child("subPathExpr"), forbidden))
+			}
+		}
+	}
+	return errs
+}
+
 // hostPortConflicts rejects two ports that claim the same host port.
 func hostPortConflicts(list []corev1.Container, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -476,14 +535,11 @@ func hostPortConflicts(list []corev1.Container, p *field.Path) field.ErrorList {
 	return errs
 }
 
-// imageWhitespace is the pod-only check that an image has no surrounding
+// ImageWhitespace is the pod-only check that an image has no surrounding
 // blanks (templates tolerate them).
-func imageWhitespace(list []corev1.Container, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for i, c := range list {
-		if len(c.Image) != len(strings.TrimSpace(c.Image)) {
-			errs = append(errs, field.Invalid(p.Index(i).Child("image"), c.Image, "must not have leading or trailing whitespace"))
-		}
+func ImageWhitespace(image string, p *field.Path) field.ErrorList {
+	if len(image) != len(strings.TrimSpace(image)) {
+		return field.ErrorList{field.Invalid(p, image, "must not have leading or trailing whitespace")}
 	}
-	return errs
+	return nil
 }

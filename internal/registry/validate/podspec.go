@@ -57,6 +57,7 @@ func PodSpec(spec *corev1.PodSpec, pod *metav1.ObjectMeta, p *field.Path) field.
 	ctx := &podContext{volumes: vols, gracePeriod: spec.TerminationGracePeriodSeconds, restartPolicy: spec.RestartPolicy}
 	errs = append(errs, containers(spec.Containers, ctx, p.Child("containers"))...)
 	errs = append(errs, initContainers(spec.InitContainers, spec.Containers, ctx, p.Child("initContainers"))...)
+	errs = append(errs, ephemeralContainers(spec.EphemeralContainers, spec, ctx, p.Child("ephemeralContainers"))...)
 	errs = append(errs, hostNetworkPorts(spec, pod != nil, p)...)
 
 	errs = append(errs, oneOf(spec.RestartPolicy, restartPolicies, p.Child("restartPolicy"))...)
@@ -123,8 +124,12 @@ func PodSpec(spec *corev1.PodSpec, pod *metav1.ObjectMeta, p *field.Path) field.
 	}
 	if pod != nil {
 		errs = append(errs, serviceAccountTokens(spec, p)...)
-		errs = append(errs, imageWhitespace(spec.Containers, p.Child("containers"))...)
-		errs = append(errs, imageWhitespace(spec.InitContainers, p.Child("initContainers"))...)
+		for i, c := range spec.Containers {
+			errs = append(errs, ImageWhitespace(c.Image, p.Child("containers").Index(i).Child("image"))...)
+		}
+		for i, c := range spec.InitContainers {
+			errs = append(errs, ImageWhitespace(c.Image, p.Child("initContainers").Index(i).Child("image"))...)
+		}
 	}
 	return errs
 }
