@@ -1,14 +1,12 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // An image played by a multi-call host binary (busybox) has all its
@@ -25,33 +23,20 @@ func appletDir(dataDir, host string) (string, error) {
 		return "", fmt.Errorf("find %s: %w", host, err)
 	}
 	dir := filepath.Join(dataDir, "images", filepath.Base(bin), "bin")
-	if _, err := os.Stat(dir); err == nil {
-		return dir, nil
-	}
-	names, err := appletNames(bin)
+	err = buildDir(dir, func(tmp string) error {
+		names, err := appletNames(bin)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if err := os.Symlink(bin, filepath.Join(tmp, name)); err != nil {
+				return fmt.Errorf("link applet %s: %w", name, err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return "", err
-	}
-	// Built beside and renamed into place, so a concurrent first use
-	// never sees half a directory.
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", fmt.Errorf("create applet dir: %w", err)
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "applets-")
-	if err != nil {
-		return "", fmt.Errorf("create applet dir: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	for _, name := range names {
-		if err := os.Symlink(bin, filepath.Join(tmp, name)); err != nil {
-			return "", fmt.Errorf("link applet %s: %w", name, err)
-		}
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return "", fmt.Errorf("create applet dir: %w", err)
-	}
-	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) && !errors.Is(err, syscall.ENOTEMPTY) {
-		return "", fmt.Errorf("create applet dir: %w", err)
 	}
 	return dir, nil
 }

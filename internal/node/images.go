@@ -47,6 +47,11 @@ type Image struct {
 	// the node puts those the host has, with their libraries, into the
 	// image it assembles; host processes find them on the host's PATH.
 	Executables []string `json:"executables,omitempty"`
+	// Files are the image's own files, their content by absolute, clean
+	// path (upstream's update-demo images hold their /data.json and
+	// picture): under runc a layer of the image the node assembles, for a
+	// host process bound read-only at their paths in its mount namespace.
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // ImageTable maps image names (without tag or digest, docker.io/library/
@@ -68,6 +73,7 @@ func DefaultImages() ImageTable {
 	coredns := Image{Builtin: builtin.CoreDNS, Binaries: []string{"/coredns", "coredns"}}
 	kubectl := Image{Entrypoint: []string{"kubectl"}, Executables: []string{"kubectl"}}
 	ingress := Image{Builtin: builtin.IngressController, Binaries: []string{"/svcnet-ingress", "svcnet-ingress"}}
+	nautilus, kitten := updateDemoImage(agnhost, "nautilus", paintNautilus), updateDemoImage(agnhost, "kitten", paintKitten)
 	return ImageTable{
 		"nginx":                       {Builtin: builtin.Nginx, Binaries: []string{"nginx", "/usr/sbin/nginx", "/docker-entrypoint.sh"}},
 		"nginxinc/nginx-unprivileged": {Builtin: builtin.Nginx, Binaries: []string{"nginx", "/usr/sbin/nginx"}},
@@ -86,8 +92,12 @@ func DefaultImages() ImageTable {
 		"registry.k8s.io/e2e-test-images/nginx":   {Builtin: builtin.Nginx, Binaries: []string{"nginx"}},
 		"registry.k8s.io/nginx-slim":              {Builtin: builtin.Nginx, Binaries: []string{"nginx"}},
 		"registry.k8s.io/e2e-test-images/httpd":   {Builtin: builtin.Httpd, Binaries: []string{"httpd-foreground", "httpd"}},
-		"registry.k8s.io/serve_hostname":          {Builtin: builtin.Agnhost, Cmd: []string{"serve-hostname"}},
-		"registry.k8s.io/coredns/coredns":         coredns,
+		// kubectl's Update Demo tests: agnhost's test-webserver with a
+		// picture and its data.json.
+		"registry.k8s.io/e2e-test-images/nautilus": nautilus,
+		"registry.k8s.io/e2e-test-images/kitten":   kitten,
+		"registry.k8s.io/serve_hostname":           {Builtin: builtin.Agnhost, Cmd: []string{"serve-hostname"}},
+		"registry.k8s.io/coredns/coredns":          coredns,
 		// Debian with dnsutils and coredns at /coredns: glibc's resolver
 		// for upstream's DNS tests.
 		"registry.k8s.io/e2e-test-images/glibc-dns-testing": {Applets: "busybox", Cmd: []string{"sh"},
@@ -114,6 +124,11 @@ func LoadImageTable(file string) (ImageTable, error) {
 		return nil, fmt.Errorf("parse image table %s: %w", file, err)
 	}
 	for name, img := range extra {
+		for p := range img.Files {
+			if !path.IsAbs(p) || path.Clean(p) != p {
+				return nil, fmt.Errorf("image table %s: image %s: file %q: not an absolute, clean path", file, name, p)
+			}
+		}
 		t[imageName(name)] = img
 	}
 	return t, nil

@@ -25,7 +25,8 @@ import (
 // for a built-in program, the ELF interpreter and libraries of svcnet's
 // executable, which is bound read-only into the container at /svcnet; for
 // a host executable, that executable and its libraries; and the host
-// executables the entry lists, with theirs. Each is stored as
+// executables the entry lists, with theirs; then the entry's own Files, if
+// any. Each is stored as
 // localhost/<table name>:svcnet, so that the containers report it and the
 // Node lists it.
 
@@ -165,7 +166,11 @@ func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images
 	// The label tells apart images of equal files (the built-in programs).
 	cfg := v1.Config{Env: []string{"PATH=" + defaultPath}, Entrypoint: entry.Entrypoint, Cmd: entry.Cmd,
 		Labels: map[string]string{localImageLabel: name}}
-	return a.images.Assemble(ctx, "localhost/"+strings.ToLower(name), localImageTag, cfg, base, program)
+	layers := [][]images.File{base, program}
+	if own := imageFileLayer(entry); own != nil {
+		layers = append(layers, own)
+	}
+	return a.images.Assemble(ctx, "localhost/"+strings.ToLower(name), localImageTag, cfg, layers...)
 }
 
 // hostExecutable finds the host executable name on PATH: its absolute

@@ -526,13 +526,22 @@ func (a *Agent) tearDownVolumes(uid string) error {
 }
 
 // containerMounts are the bind mounts of a container's volumeMounts, with
-// subPath and subPathExpr (expanded with the container's env) resolved.
+// subPath and subPathExpr (expanded with the container's env) resolved;
+// for a host process (no runc), which has no root of its image's, those
+// of its image's own files first.
 func (a *Agent) containerMounts(pod *corev1.Pod, spec *corev1.Container, env []string) ([]bindFile, error) {
 	byName := map[string]*corev1.Volume{}
 	for i := range pod.Spec.Volumes {
 		byName[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
 	}
 	var out []bindFile
+	if a.images == nil {
+		files, err := imageFileMounts(a.cfg.DataDir, a.cfg.Images, spec)
+		if err != nil {
+			return nil, err
+		}
+		out = files
+	}
 	for _, m := range spec.VolumeMounts {
 		v, ok := byName[m.Name]
 		if !ok {

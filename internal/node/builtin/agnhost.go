@@ -21,7 +21,7 @@ import (
 // agnhost runs one of agnhost's subcommands.
 func agnhost(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|connect|porter|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator|webhook|crd-conversion-webhook|test-service-account-issuer-discovery] [flags]")
+		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|connect|porter|guestbook|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator|webhook|crd-conversion-webhook|test-service-account-issuer-discovery] [flags]")
 	}
 	switch args[0] {
 	case "netexec":
@@ -38,6 +38,8 @@ func agnhost(ctx context.Context, args []string) error {
 		return connect(args[1:])
 	case "porter":
 		return porter(ctx, args[1:])
+	case "guestbook":
+		return guestbook(ctx, args[1:])
 	case "dns-suffix":
 		return printResolvConf("search")
 	case "dns-server-list":
@@ -57,7 +59,7 @@ func agnhost(ctx context.Context, args []string) error {
 	case "test-service-account-issuer-discovery":
 		return issuerDiscovery(ctx, args[1:])
 	}
-	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect, porter, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator, webhook, crd-conversion-webhook, test-service-account-issuer-discovery)", args[0])
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator, webhook, crd-conversion-webhook, test-service-account-issuer-discovery)", args[0])
 }
 
 // connect tries a TCP connection (or a UDP exchange) to host:port and

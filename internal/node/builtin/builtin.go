@@ -2,7 +2,7 @@
 // does not pull: nginx and httpd (a web server answering like the image's
 // default page), agnhost's subcommands as upstream's e2e tests use them
 // (netexec, serve-hostname, test-webserver, pause, connect, porter,
-// dns-suffix, dns-server-list, etc-hosts, mounttest,
+// guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest,
 // grpc-health-checking, logs-generator, webhook, crd-conversion-webhook,
 // test-service-account-issuer-discovery),
 // hashicorp/http-echo, coredns
@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -54,7 +55,7 @@ const ReadyFDEnv = "SVCNET_READY_FD"
 
 // readyFile is the descriptor named by ReadyFDEnv, nil when the program
 // was started without one or has used it.
-var readyFile *os.File
+var readyFile atomic.Pointer[os.File]
 
 // Main runs the built-in program name with the container's ports and
 // arguments; it returns when the program ends (SIGTERM ends servers).
@@ -62,7 +63,7 @@ func Main(name string, ports []int, args []string) error {
 	if fd, err := strconv.Atoi(os.Getenv(ReadyFDEnv)); err == nil {
 		// Not for the program's own children (agnhost's /shell).
 		syscall.CloseOnExec(fd)
-		readyFile = os.NewFile(uintptr(fd), "ready")
+		readyFile.Store(os.NewFile(uintptr(fd), "ready"))
 		os.Unsetenv(ReadyFDEnv)
 	}
 	defer ready() // a program that ends has started, too
@@ -93,12 +94,12 @@ func Main(name string, ports []int, args []string) error {
 
 // ready tells the shim the program has started: its servers listen.
 func ready() {
-	if readyFile == nil {
+	f := readyFile.Swap(nil)
+	if f == nil {
 		return
 	}
-	_, _ = readyFile.WriteString("ok")
-	_ = readyFile.Close()
-	readyFile = nil
+	_, _ = f.WriteString("ok")
+	_ = f.Close()
 }
 
 // ParseArgs splits `--ports=P,Q -- ARGS` as the agent passes them.

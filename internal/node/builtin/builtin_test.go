@@ -50,7 +50,7 @@ func startAgnhost(t *testing.T, args ...string) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	readyFile = w
+	readyFile.Store(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- agnhost(ctx, args) }()
