@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,8 +33,7 @@ func agnhost(ctx context.Context, args []string) error {
 	case "test-webserver":
 		return testWebserver(ctx, args[1:])
 	case "pause":
-		ready()
-		<-ctx.Done()
+		agnhostPause()
 		return nil
 	case "connect":
 		return connect(args[1:])
@@ -245,12 +246,47 @@ func netexec(ctx context.Context, args []string) error {
 	if *udpPort > 0 {
 		fmt.Printf("Started UDP server on port %d\n", *udpPort)
 	}
-	err := serve(sctx, []int{*httpPort}, mux)
+	err := serve(sctx, []int{*httpPort}, logNetexec(mux))
 	cancel()
 	if code := <-codec; code > 0 && err == nil {
 		os.Exit(code)
 	}
 	return err
+}
+
+// netexecQueries are the query parameters netexec's log line of a request
+// shows, by path, as upstream's handlers print them.
+var netexecQueries = map[string][]string{
+	"/echo":     {"msg", "code"},
+	"/exit":     {"code", "timeout", "wait"},
+	"/envvar":   {"var"},
+	"/dial":     {"host", "protocol", "port", "request", "tries"},
+	"/shell":    {"cmd"},
+	"/redirect": {"location", "code"},
+}
+
+// logNetexec logs each request before h answers it, as upstream's netexec
+// does ("GET /echo?msg=poststart&code="): upstream's lifecycle hook tests
+// find their hooks' requests in the server's log.
+func logNetexec(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		line := "GET " + r.URL.Path
+		switch params := netexecQueries[r.URL.Path]; {
+		case r.URL.Path == "/redirect":
+			// Upstream names the location msg, and prints the method.
+			line = fmt.Sprintf("%s /redirect?msg=%s&code=%s", r.Method, r.FormValue("location"), r.FormValue("code"))
+		case r.URL.Path == "/header" && r.FormValue("key") != "":
+			line += "?key=" + r.FormValue("key")
+		case len(params) > 0:
+			var q []string
+			for _, p := range params {
+				q = append(q, p+"="+r.FormValue(p))
+			}
+			line += "?" + strings.Join(q, "&")
+		}
+		log.Print(line)
+		h.ServeHTTP(w, r)
+	})
 }
 
 // udpServer answers netexec's UDP commands until pc is closed.
@@ -473,4 +509,31 @@ func httpEcho(ctx context.Context, args []string) error {
 		fmt.Fprintln(w, *text)
 		fmt.Printf("%s %s %s %s\n", r.Host, r.RemoteAddr, r.Method, r.URL.Path)
 	}))
+}
+
+// agnhostPause is agnhost's pause: it says it paused, waits for SIGTERM or
+// SIGINT, leaves why it ends in its termination message file (under runc,
+// where the node provides that file; a host process has none) and on its
+// output, and ends with 2 for SIGTERM, 1 for SIGINT.
+func agnhostPause() {
+	fmt.Println("Paused")
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	fmt.Println("Signals registered")
+	ready()
+	sig := <-sigs
+	msg := fmt.Sprintf("exiting because of signal %q\n", sig)
+	path := os.Getenv("TERMINATION_MESSAGE_PATH")
+	if path == "" {
+		path = "/dev/termination-log"
+	}
+	if _, err := os.Stat(path); err == nil {
+		_ = os.WriteFile(path, []byte(msg), 0o644)
+	}
+	_, _ = os.Stdout.WriteString(msg)
+	code := 2
+	if sig == syscall.SIGINT {
+		code = 1
+	}
+	os.Exit(code)
 }

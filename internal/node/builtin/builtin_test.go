@@ -1,13 +1,17 @@
 package builtin
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -390,5 +394,70 @@ func TestLogsGenerator(t *testing.T) {
 	}
 	if err := agnhost(context.Background(), []string{"logs-generator", "--log-lines-total", "0", "--run-duration", "1s"}); err == nil {
 		t.Error("no lines: no error")
+	}
+}
+
+// agnhost pause, the image's default command, says "Paused", and on
+// SIGTERM leaves why it ended in its termination message file and ends
+// with 2, as upstream's: conformance tests read both.
+func TestAgnhostPause(t *testing.T) {
+	if os.Getenv("SVCNET_TEST_AGNHOST_PAUSE") == "1" {
+		agnhostPause()
+		return
+	}
+	msgFile := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(msgFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAgnhostPause$")
+	cmd.Env = append(os.Environ(), "SVCNET_TEST_AGNHOST_PAUSE=1", "TERMINATION_MESSAGE_PATH="+msgFile)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	for _, want := range []string{"Paused\n", "Signals registered\n"} {
+		if line, err := r.ReadString('\n'); line != want {
+			t.Fatalf("agnhost pause said %q (%v), want %q", line, err, want)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(r)
+	err = cmd.Wait()
+	const said = "exiting because of signal \"terminated\"\n"
+	if code := cmd.ProcessState.ExitCode(); code != 2 || string(rest) != said {
+		t.Fatalf("after SIGTERM: exit %d (%v), said %q; want exit 2 and %q", code, err, rest, said)
+	}
+	if b, _ := os.ReadFile(msgFile); string(b) != said {
+		t.Fatalf("termination message %q, want %q", b, said)
+	}
+}
+
+// netexec logs each request as upstream's does; upstream's lifecycle hook
+// tests look for their hooks' requests in that log.
+func TestNetexecLogsRequests(t *testing.T) {
+	var buf strings.Builder
+	log.SetOutput(&buf)
+	flags := log.Flags()
+	log.SetFlags(0)
+	t.Cleanup(func() { log.SetOutput(os.Stderr); log.SetFlags(flags) })
+	h := logNetexec(http.NotFoundHandler())
+	for _, tc := range []struct{ target, want string }{
+		{"/echo?msg=poststart", "GET /echo?msg=poststart&code="},
+		{"/header?key=X-Test", "GET /header?key=X-Test"},
+		{"/header", "GET /header"},
+		{"/hostname", "GET /hostname"},
+		{"/redirect?location=/echo&code=302", "GET /redirect?msg=/echo&code=302"},
+	} {
+		buf.Reset()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, tc.target, nil))
+		if got := strings.TrimSpace(buf.String()); got != tc.want {
+			t.Errorf("GET %s logged %q, want %q", tc.target, got, tc.want)
+		}
 	}
 }
