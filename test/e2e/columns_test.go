@@ -128,6 +128,16 @@ kind: ResourceQuota
 metadata: {name: counts}
 spec:
   hard: {configmaps: "10"}
+---
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: template}
+template:
+  metadata: {labels: {app: web}}
+  spec:
+    containers:
+    - {name: web, image: nginx}
+    - {name: log, image: busybox}
 `
 
 // TestGetColumnsPerKind checks the header of `kubectl get` (and -o wide)
@@ -163,6 +173,7 @@ func TestGetColumnsPerKind(t *testing.T) {
 		{"priorityclasses", "NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY", ""},
 		{"csinodes", "NAME DRIVERS AGE", ""},
 		{"resourcequotas", "NAME REQUEST LIMIT AGE", ""},
+		{"podtemplates", "NAME CONTAINERS IMAGES POD LABELS", ""},
 	}
 	for _, tc := range cases {
 		out := c.must("get", tc.kind)
@@ -197,6 +208,8 @@ func TestGetColumnsPerKind(t *testing.T) {
 		{[]string{"get", "pc"}, "system-cluster-critical", 1, "2000000000"},
 		{[]string{"get", "pc"}, "system-node-critical", 4, "PreemptLowerPriority"},
 		{[]string{"get", "csinode"}, "node-a", 1, "1"},
+		{[]string{"get", "podtemplates"}, "template", 2, "nginx,busybox"},
+		{[]string{"get", "podtemplates"}, "template", 3, "app=web"},
 	}
 	for _, ck := range checks {
 		_, row := tableRow(t, c.must(ck.args...), ck.name)

@@ -17,6 +17,7 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/persistentvolume"
 	"github.com/svcnet/svcnet/internal/registry/persistentvolumeclaim"
 	"github.com/svcnet/svcnet/internal/registry/pod"
+	"github.com/svcnet/svcnet/internal/registry/podtemplate"
 	"github.com/svcnet/svcnet/internal/registry/replicationcontroller"
 	"github.com/svcnet/svcnet/internal/registry/resourcequota"
 	"github.com/svcnet/svcnet/internal/registry/secret"
@@ -44,6 +45,7 @@ func core(d Deps) []*registry.Resource {
 		persistentvolume.Resource(),
 		persistentvolumeclaim.Resource(storageClasses(d)),
 		pod.Resource(d.ServiceAccounts, evictions(d)),
+		podtemplate.Resource(),
 		replicationcontroller.Resource(),
 		resourcequota.Resource(),
 		secret.Resource(),

@@ -33,6 +33,7 @@ func TestCoreDiscovery(t *testing.T) {
 		"persistentvolumes":      "pv||false|true|false",
 		"persistentvolumeclaims": "pvc||true|true|false",
 		"pods":                   "po|all|true|true|true",
+		"podtemplates":           "||true|false|true",
 		"replicationcontrollers": "rc|all|true|true|true",
 		"resourcequotas":         "quota||true|true|false",
 		"secrets":                "||true|false|false",
