@@ -38,6 +38,7 @@ require (
 	k8s.io/client-go v0.37.2
 	k8s.io/cluster-bootstrap v0.37.2
 	k8s.io/component-helpers v0.37.2
+	k8s.io/dynamic-resource-allocation v0.37.2
 	k8s.io/kube-aggregator v0.37.2
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad
 	k8s.io/kubelet v0.37.2

@@ -23,6 +23,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	storagemigrationv1 "k8s.io/api/storagemigration/v1"
@@ -60,6 +61,7 @@ var schemeBuilders = []func(*runtime.Scheme) error{
 	flowcontrolv1.AddToScheme,
 	storagemigrationv1.AddToScheme,
 	schedulingv1.AddToScheme,
+	resourcev1.AddToScheme,
 	apiextensionsv1.AddToScheme,
 	apiregistrationv1.AddToScheme,
 }

@@ -1,8 +1,8 @@
 // Package podutil names the objects a pod uses, as upstream's
 // pkg/api/pod visitors: the Secrets and ConfigMaps its volumes, projected
-// volumes, environment and image pull secrets read, and the claims of its
-// volumes. The Node authorizer lets a node read exactly these, and the
-// node watches exactly these.
+// volumes, environment and image pull secrets read, the claims of its
+// volumes, and its ResourceClaims. The Node authorizer lets a node read
+// exactly these, and the node watches all but the ResourceClaims.
 package podutil
 
 import (
@@ -114,6 +114,30 @@ func Claims(pod *corev1.Pod) []string {
 		case v.Ephemeral != nil:
 			names = append(names, pod.Name+"-"+v.Name)
 		}
+	}
+	return nonEmpty(names)
+}
+
+// ResourceClaims names the ResourceClaims (resource.k8s.io) the pod uses,
+// as upstream's resourceclaim.PodClaims: those its spec.resourceClaims
+// name, those made from a template for it (in its status, unless not
+// needed) and its extended resources' claim.
+func ResourceClaims(pod *corev1.Pod) []string {
+	var names []string
+	for _, c := range pod.Spec.ResourceClaims {
+		switch {
+		case c.ResourceClaimName != nil:
+			names = append(names, *c.ResourceClaimName)
+		case c.ResourceClaimTemplateName != nil:
+			for _, st := range pod.Status.ResourceClaimStatuses {
+				if st.Name == c.Name && st.ResourceClaimName != nil {
+					names = append(names, *st.ResourceClaimName)
+				}
+			}
+		}
+	}
+	if st := pod.Status.ExtendedResourceClaimStatus; st != nil {
+		names = append(names, st.ResourceClaimName)
 	}
 	return nonEmpty(names)
 }

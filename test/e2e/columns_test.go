@@ -138,6 +138,31 @@ template:
     containers:
     - {name: web, image: nginx}
     - {name: log, image: busybox}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.example.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: gpu}
+spec:
+  devices:
+    requests:
+    - {name: gpu, exactly: {deviceClassName: gpu.example.com}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-a-gpus}
+spec:
+  driver: gpu.example.com
+  nodeName: node-a
+  pool: {name: node-a, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: gpu-0}
 `
 
 // TestGetColumnsPerKind checks the header of `kubectl get` (and -o wide)
@@ -174,6 +199,9 @@ func TestGetColumnsPerKind(t *testing.T) {
 		{"csinodes", "NAME DRIVERS AGE", ""},
 		{"resourcequotas", "NAME REQUEST LIMIT AGE", ""},
 		{"podtemplates", "NAME CONTAINERS IMAGES POD LABELS", ""},
+		{"deviceclasses", "NAME AGE", ""},
+		{"resourceclaims", "NAME STATE AGE", ""},
+		{"resourceslices", "NAME NODE DRIVER POOL AGE", ""},
 	}
 	for _, tc := range cases {
 		out := c.must("get", tc.kind)
@@ -210,6 +238,8 @@ func TestGetColumnsPerKind(t *testing.T) {
 		{[]string{"get", "csinode"}, "node-a", 1, "1"},
 		{[]string{"get", "podtemplates"}, "template", 2, "nginx,busybox"},
 		{[]string{"get", "podtemplates"}, "template", 3, "app=web"},
+		{[]string{"get", "resourceclaims"}, "gpu", 1, "pending"},
+		{[]string{"get", "resourceslices"}, "node-a-gpus", 1, "node-a"},
 	}
 	for _, ck := range checks {
 		_, row := tableRow(t, c.must(ck.args...), ck.name)

@@ -1,9 +1,10 @@
 // Package nodeauthorizer is kube-apiserver's Node authorizer
 // (--authorization-mode=Node): a node, the user system:node:<name> in
-// group system:nodes, may read the Secrets, ConfigMaps, claims and
-// volumes of the pods bound to it and mint tokens for their service
-// accounts, list and watch its own pods and PodCertificateRequests, and
-// touch its own Node and Lease; everything else it may do is system:node's static rules. What
+// group system:nodes, may read the Secrets, ConfigMaps, claims, volumes
+// and ResourceClaims of the pods bound to it and mint tokens for their
+// service accounts, list and watch its own pods and
+// PodCertificateRequests, and touch its own Node and Lease; everything
+// else it may do is system:node's static rules. What
 // relates an object to a node is read from the API server's pod and claim
 // caches at each request (upstream keeps a graph of the same edges).
 // Writes within those rights are narrowed further by the NodeRestriction
@@ -115,9 +116,11 @@ func (z *Authorizer) Authorize(_ context.Context, a authz.Attributes) (authz.Dec
 			return z.get(node, a, z.podUses(podutil.Claims))
 		case volumes:
 			return z.get(node, a, z.volumeOfPod)
-		case attachments, resourceClaims:
-			// svcnet serves neither: nothing relates to a node.
+		case attachments:
+			// svcnet does not serve them: nothing relates to a node.
 			return z.get(node, a, func(string, authz.Attributes) bool { return false })
+		case resourceClaims:
+			return z.get(node, a, z.podUses(podutil.ResourceClaims))
 		case serviceAccounts:
 			return z.createToken(node, a)
 		case leases:

@@ -12,6 +12,7 @@ import (
 	certlisters "k8s.io/client-go/listers/certificates/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/svcnet/svcnet/internal/auth/authz"
 	"github.com/svcnet/svcnet/internal/auth/bootstrappolicy"
@@ -26,7 +27,17 @@ func TestAuthorize(t *testing.T) {
 				{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls"}}},
 				{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
 			},
-			Containers: []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "env"}}}}}}}},
+			ResourceClaims: []corev1.PodResourceClaim{
+				{Name: "gpu", ResourceClaimName: ptr.To("shared-gpu")},
+				{Name: "nic", ResourceClaimTemplateName: ptr.To("nic")},
+				{Name: "fpga", ResourceClaimTemplateName: ptr.To("fpga")},
+			},
+			Containers: []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "env"}}}}}}},
+			// The claim made from the nic template (none was needed
+			// for fpga) and the one of its extended resources.
+			Status: corev1.PodStatus{ResourceClaimStatuses: []corev1.PodResourceClaimStatus{
+				{Name: "nic", ResourceClaimName: ptr.To("web-nic-x7k2p")}, {Name: "fpga"},
+			}, ExtendedResourceClaimStatus: &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "web-extended-resources-q8d4z"}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"}, Spec: corev1.PodSpec{NodeName: "n2",
 			Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db-pw"}}}}}},
 	} {
@@ -97,6 +108,15 @@ func TestAuthorize(t *testing.T) {
 		{"listing CSINodes", group(res("list", "", "csinodes", ""), "storage.k8s.io"), authz.NoOpinion, "can only get, create, update, patch, or delete a CSINode"},
 		{"its CSINode's status", group(sub(res("update", "", "csinodes", "n1"), "status"), "storage.k8s.io"), authz.NoOpinion, "CSINode status access requires CSIVolumeHealth feature"},
 		{"another CSINode subresource", group(sub(res("list", "", "csinodes", "n1"), "foo"), "storage.k8s.io"), authz.NoOpinion, "cannot authorize CSINode subresources"},
+		// ResourceClaims, as upstream's authorizer: those of its pods,
+		// by name or made from a template for them, may be read.
+		{"its pod's ResourceClaim", group(res("get", "ns", "resourceclaims", "shared-gpu"), "resource.k8s.io"), authz.Allow, ""},
+		{"its pod's templated ResourceClaim", group(res("get", "ns", "resourceclaims", "web-nic-x7k2p"), "resource.k8s.io"), authz.Allow, ""},
+		{"its pod's extended resources' ResourceClaim", group(res("get", "ns", "resourceclaims", "web-extended-resources-q8d4z"), "resource.k8s.io"), authz.Allow, ""},
+		{"another ResourceClaim", group(res("get", "ns", "resourceclaims", "nic"), "resource.k8s.io"), authz.NoOpinion, noRelation},
+		{"its pod's ResourceClaim elsewhere", group(res("get", "other", "resourceclaims", "shared-gpu"), "resource.k8s.io"), authz.NoOpinion, noRelation},
+		{"watching ResourceClaims", group(res("watch", "ns", "resourceclaims", "shared-gpu"), "resource.k8s.io"), authz.NoOpinion, "can only get individual resources of this type"},
+		{"a ResourceClaim's status", group(sub(res("get", "ns", "resourceclaims", "shared-gpu"), "status"), "resource.k8s.io"), authz.NoOpinion, "cannot get subresource"},
 		{"Services (a static rule)", res("watch", "", "services", ""), authz.Allow, ""},
 		{"a RuntimeClass (a static rule)", group(res("get", "", "runtimeclasses", "gvisor"), "node.k8s.io"), authz.Allow, ""},
 		{"writing a RuntimeClass", group(res("update", "", "runtimeclasses", "gvisor"), "node.k8s.io"), authz.NoOpinion, ""},

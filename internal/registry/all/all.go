@@ -55,6 +55,7 @@ func Resources(d Deps) []*registry.Resource {
 	out = append(out, admissionregistration(d)...)
 	out = append(out, nodeGroup()...)
 	out = append(out, scheduling()...)
+	out = append(out, resourceGroup()...)
 	out = append(out, eventsGroup()...)
 	out = append(out, apiregistration()...)
 	out = append(out, flowcontrol()...)

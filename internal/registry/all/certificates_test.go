@@ -16,7 +16,21 @@ func TestCertificatesRegister(t *testing.T) {
 		"certificates.k8s.io/v1, Resource=clustertrustbundles":        "||false|false|false|Name,SignerName|spec.signerName|",
 		"certificates.k8s.io/v1, Resource=podcertificaterequests":     "||true|true|false|Name,PodName,ServiceAccountName,NodeName,SignerName,State,UnverifiedUserAnnotations|spec.nodeName,spec.podName,spec.signerName|",
 	}
-	selectable := func(r *registry.Resource) string {
+	subresources := func(r *registry.Resource) string {
+		var names []string
+		for n := range r.Subresources {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return strings.Join(names, ",")
+	}
+	checkRegistered(t, certificates(Deps{}), want, selectableFields(t), subresources)
+}
+
+// selectableFields renders, for checkRegistered, the field selectors a
+// resource adds to metadata.name and metadata.namespace, sorted.
+func selectableFields(t *testing.T) func(*registry.Resource) string {
+	return func(r *registry.Resource) string {
 		if r.Fields == nil {
 			return ""
 		}
@@ -31,13 +45,4 @@ func TestCertificatesRegister(t *testing.T) {
 		slices.Sort(keys)
 		return strings.Join(keys, ",")
 	}
-	subresources := func(r *registry.Resource) string {
-		var names []string
-		for n := range r.Subresources {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		return strings.Join(names, ",")
-	}
-	checkRegistered(t, certificates(Deps{}), want, selectable, subresources)
 }
