@@ -28,7 +28,7 @@ func TestUpdateDemoImages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := cmp.Diff([]string{"/svcnet", "node", "image", "agnhost", "--ports=80", "--", "test-webserver"}, cmd.argv); d != "" {
+		if d := cmp.Diff([]string{"/svcnet", "node", "image", "agnhost", "--ports=80", "--", "/agnhost", "test-webserver"}, cmd.argv); d != "" {
 			t.Errorf("%s runs (-want +got):\n%s", name, d)
 		}
 		files := table[imageName(c.Image)].Files

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -65,7 +66,7 @@ func DefaultImages() ImageTable {
 	// Without arguments it pauses (its CMD), as upstream's DaemonSet
 	// conformance pods expect.
 	// Its image holds coredns too, which upstream's DNS tests run.
-	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "agnhost"}, Cmd: []string{"pause"}, Applets: "busybox",
+	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "/agnhost-2", "agnhost"}, Cmd: []string{"pause"}, Applets: "busybox",
 		Programs: map[string]string{"/coredns": builtin.CoreDNS}, LocalhostCert: true,
 		Executables: []string{"curl", "wget", "nc", "dig", "nslookup", "host", "ip", "getent"}}
 	pause := Image{Builtin: builtin.Pause, Binaries: []string{"/pause", "pause"}}
@@ -197,6 +198,9 @@ type tableRun struct {
 	// when argv is a command of the image's own.
 	program string
 	argv    []string
+	// argv0 is the path in the image the built-in program was started
+	// by (agnhost's /agnhost or /agnhost-2), which it sees as its name.
+	argv0 string
 }
 
 // plan applies the image's entrypoint and CMD to the container's command
@@ -218,23 +222,25 @@ func (t ImageTable) plan(c *corev1.Container) (run tableRun, known bool) {
 		argv = append(append([]string{}, argv...), img.Cmd...)
 	}
 	if len(argv) > 0 && img.Programs[argv[0]] != "" {
-		return tableRun{img: img, program: img.Programs[argv[0]], argv: argv[1:]}, true
+		return tableRun{img: img, program: img.Programs[argv[0]], argv: argv[1:], argv0: argv[0]}, true
 	}
 	if img.Builtin != "" {
 		if len(argv) > 0 && slices.Contains(img.Binaries, argv[0]) {
-			return tableRun{img: img, program: img.Builtin, argv: argv[1:]}, true
+			return tableRun{img: img, program: img.Builtin, argv: argv[1:], argv0: argv[0]}, true
 		}
 		if len(c.Command) == 0 {
-			return tableRun{img: img, program: img.Builtin, argv: argv}, true
+			// The image's entrypoint: its first binary.
+			return tableRun{img: img, program: img.Builtin, argv: argv, argv0: cmp.Or(append(slices.Clone(img.Binaries), img.Builtin)...)}, true
 		}
 	}
 	return tableRun{img: img, argv: argv}, true
 }
 
 // builtinArgv is the command line that runs run's built-in program from
-// the svcnet executable self.
+// the svcnet executable self: after "--", the program's own argv, its
+// name first.
 func builtinArgv(self string, run tableRun, c *corev1.Container) []string {
-	return append([]string{self, "node", "image", run.program, "--ports=" + tcpPorts(c), "--"}, run.argv...)
+	return append([]string{self, "node", "image", run.program, "--ports=" + tcpPorts(c), "--", run.argv0}, run.argv...)
 }
 
 // resolve maps the container's command to a host process: the built-in

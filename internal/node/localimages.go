@@ -124,7 +124,7 @@ func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images
 		// The mount point of the executable.
 		program = append(program, images.File{Path: selfPath, Mode: 0o755})
 		for _, p := range slices.Sorted(maps.Keys(programs)) {
-			script := fmt.Sprintf("#!/bin/sh\nexec %s node image %s --ports= -- \"$@\"\n", selfPath, programs[p])
+			script := fmt.Sprintf("#!/bin/sh\nexec %s node image %s --ports= -- \"$0\" \"$@\"\n", selfPath, programs[p])
 			program = append(program, images.File{Path: p, Data: []byte(script), Mode: 0o755})
 		}
 	}

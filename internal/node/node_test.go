@@ -104,19 +104,22 @@ func TestResolveImages(t *testing.T) {
 		argv []string
 	}{
 		{corev1.Container{Image: "nginx:1.27", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}},
-			[]string{"/svcnet", "node", "image", "nginx", "--ports=8080", "--"}},
+			[]string{"/svcnet", "node", "image", "nginx", "--ports=8080", "--", "nginx"}},
 		{corev1.Container{Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Args: []string{"netexec", "--http-port=8080"}},
-			[]string{"/svcnet", "node", "image", "agnhost", "--ports=", "--", "netexec", "--http-port=8080"}},
+			[]string{"/svcnet", "node", "image", "agnhost", "--ports=", "--", "/agnhost", "netexec", "--http-port=8080"}},
 		{corev1.Container{Image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1"},
-			[]string{"/svcnet", "node", "image", "agnhost", "--ports=", "--", "pause"}},
+			[]string{"/svcnet", "node", "image", "agnhost", "--ports=", "--", "/agnhost", "pause"}},
 		{corev1.Container{Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Command: []string{"/agnhost", "serve-hostname"}},
-			[]string{"/svcnet", "node", "image", "agnhost", "--ports=", "--", "serve-hostname"}},
+			[]string{"/svcnet", "node", "image", "agnhost", "--ports=", "--", "/agnhost", "serve-hostname"}},
 		{corev1.Container{Image: "docker.io/library/busybox:1.36", Command: []string{"/bin/sh", "-c", "true"}},
 			[]string{"sh", "-c", "true"}},
 		{corev1.Container{Image: "busybox"}, []string{"sh"}},
+		// agnhost sees the path it was started by: /agnhost-2 is a copy.
+		{corev1.Container{Image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1", Command: []string{"/agnhost-2"}, Args: []string{"entrypoint-tester", "a"}},
+			[]string{"/svcnet", "node", "image", "agnhost", "--ports=", "--", "/agnhost-2", "entrypoint-tester", "a"}},
 		// agnhost's image holds coredns, which upstream's DNS tests run.
 		{corev1.Container{Image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1", Command: []string{"/coredns"}, Args: []string{"-conf", "/etc/coredns/Corefile"}},
-			[]string{"/svcnet", "node", "image", "coredns", "--ports=", "--", "-conf", "/etc/coredns/Corefile"}},
+			[]string{"/svcnet", "node", "image", "coredns", "--ports=", "--", "/coredns", "-conf", "/etc/coredns/Corefile"}},
 	} {
 		cmd, err := table.resolve("/svcnet", &tc.c)
 		if err != nil {

@@ -23,7 +23,7 @@ import (
 // agnhost runs one of agnhost's subcommands.
 func agnhost(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|connect|porter|guestbook|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator|webhook|crd-conversion-webhook|test-service-account-issuer-discovery] [flags]")
+		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|entrypoint-tester|connect|porter|guestbook|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator|webhook|crd-conversion-webhook|test-service-account-issuer-discovery] [flags]")
 	}
 	switch args[0] {
 	case "netexec":
@@ -34,6 +34,10 @@ func agnhost(ctx context.Context, args []string) error {
 		return testWebserver(ctx, args[1:])
 	case "pause":
 		agnhostPause()
+		return nil
+	case "entrypoint-tester":
+		// Its argv, as the container's command and args made it.
+		fmt.Println(append([]string{argv0(ctx)}, args...))
 		return nil
 	case "connect":
 		return connect(args[1:])
@@ -60,7 +64,7 @@ func agnhost(ctx context.Context, args []string) error {
 	case "test-service-account-issuer-discovery":
 		return issuerDiscovery(ctx, args[1:])
 	}
-	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator, webhook, crd-conversion-webhook, test-service-account-issuer-discovery)", args[0])
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, entrypoint-tester, connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator, webhook, crd-conversion-webhook, test-service-account-issuer-discovery)", args[0])
 }
 
 // connect tries a TCP connection (or a UDP exchange) to host:port and
@@ -536,4 +540,19 @@ func agnhostPause() {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+type argv0Key struct{}
+
+// withArgv0 tells agnhost the path it was started by.
+func withArgv0(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, argv0Key{}, name)
+}
+
+// argv0 is the path agnhost was started by, /agnhost unless told.
+func argv0(ctx context.Context) string {
+	if name, ok := ctx.Value(argv0Key{}).(string); ok && name != "" {
+		return name
+	}
+	return "/agnhost"
 }

@@ -1,14 +1,16 @@
 // Package builtin is the programs that stand in for the demo images svcnet
 // does not pull: nginx and httpd (a web server answering like the image's
 // default page), agnhost's subcommands as upstream's e2e tests use them
-// (netexec, serve-hostname, test-webserver, pause, connect, porter,
-// guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest,
+// (netexec, serve-hostname, test-webserver, pause, entrypoint-tester,
+// connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest,
 // grpc-health-checking, logs-generator, webhook, crd-conversion-webhook,
 // test-service-account-issuer-discovery),
 // hashicorp/http-echo, coredns
 // (svcnet's cluster DNS, configured by a Corefile) and svcnet's ingress
-// controller. Each runs as a container's process (`svcnet node image NAME --ports=P,... -- ARGS`), so it sees the
-// pod's network, hostname and signals as the real image would.
+// controller. Each runs as a container's process (`svcnet node image NAME
+// --ports=P,... -- ARGV`, ARGV starting with the path in the image that
+// started it, as agnhost's /agnhost or /agnhost-2), so it sees the pod's
+// network, hostname and signals as the real image would.
 package builtin
 
 import (
@@ -58,8 +60,13 @@ const ReadyFDEnv = "SVCNET_READY_FD"
 var readyFile atomic.Pointer[os.File]
 
 // Main runs the built-in program name with the container's ports and
-// arguments; it returns when the program ends (SIGTERM ends servers).
-func Main(name string, ports []int, args []string) error {
+// the program's argv (its name as the container started it, then its
+// arguments); it returns when the program ends (SIGTERM ends servers).
+func Main(name string, ports []int, argv []string) error {
+	if len(argv) == 0 {
+		return fmt.Errorf("built-in program %s: no argv", name)
+	}
+	args := argv[1:]
 	if fd, err := strconv.Atoi(os.Getenv(ReadyFDEnv)); err == nil {
 		// Not for the program's own children (agnhost's /shell).
 		syscall.CloseOnExec(fd)
@@ -73,7 +80,7 @@ func Main(name string, ports []int, args []string) error {
 	case Nginx, Httpd:
 		return webServer(ctx, name, ports)
 	case Agnhost:
-		return agnhost(ctx, args)
+		return agnhost(withArgv0(ctx, argv[0]), args)
 	case HTTPEcho:
 		return httpEcho(ctx, args)
 	case CoreDNS:

@@ -461,3 +461,25 @@ func TestNetexecLogsRequests(t *testing.T) {
 		}
 	}
 }
+
+// agnhost entrypoint-tester prints its argv, its name as the container
+// started it first: upstream's tests tell /agnhost from /agnhost-2 by it.
+func TestEntrypointTester(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	for _, name := range []string{"/agnhost-2", ""} {
+		if err := agnhost(withArgv0(context.Background(), name), []string{"entrypoint-tester", "override", "arguments"}); err != nil {
+			t.Error(err)
+		}
+	}
+	os.Stdout = stdout
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if want := "[/agnhost-2 entrypoint-tester override arguments]\n[/agnhost entrypoint-tester override arguments]\n"; string(out) != want {
+		t.Fatalf("printed %q, want %q", out, want)
+	}
+}
