@@ -23,7 +23,7 @@ import (
 // agnhost runs one of agnhost's subcommands.
 func agnhost(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|entrypoint-tester|connect|porter|guestbook|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator|webhook|crd-conversion-webhook|test-service-account-issuer-discovery] [flags]")
+		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|entrypoint-tester|liveness|connect|porter|guestbook|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator|webhook|crd-conversion-webhook|test-service-account-issuer-discovery] [flags]")
 	}
 	switch args[0] {
 	case "netexec":
@@ -35,6 +35,8 @@ func agnhost(ctx context.Context, args []string) error {
 	case "pause":
 		agnhostPause()
 		return nil
+	case "liveness":
+		return liveness(ctx)
 	case "entrypoint-tester":
 		// Its argv, as the container's command and args made it.
 		fmt.Println(append([]string{argv0(ctx)}, args...))
@@ -64,7 +66,7 @@ func agnhost(ctx context.Context, args []string) error {
 	case "test-service-account-issuer-discovery":
 		return issuerDiscovery(ctx, args[1:])
 	}
-	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, entrypoint-tester, connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator, webhook, crd-conversion-webhook, test-service-account-issuer-discovery)", args[0])
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, entrypoint-tester, liveness, connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator, webhook, crd-conversion-webhook, test-service-account-issuer-discovery)", args[0])
 }
 
 // connect tries a TCP connection (or a UDP exchange) to host:port and

@@ -2,7 +2,7 @@
 // does not pull: nginx and httpd (a web server answering like the image's
 // default page), agnhost's subcommands as upstream's e2e tests use them
 // (netexec, serve-hostname, test-webserver, pause, entrypoint-tester,
-// connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest,
+// liveness, connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest,
 // grpc-health-checking, logs-generator, webhook, crd-conversion-webhook,
 // test-service-account-issuer-discovery),
 // hashicorp/http-echo, coredns

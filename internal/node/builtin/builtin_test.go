@@ -483,3 +483,31 @@ func TestEntrypointTester(t *testing.T) {
 		t.Fatalf("printed %q, want %q", out, want)
 	}
 }
+
+// agnhost liveness is healthy for its first 10 seconds, then answers 500,
+// which upstream's probe tests restart it for.
+func TestLiveness(t *testing.T) {
+	started := time.Now()
+	now := started
+	h := livenessHandler(started, func() time.Time { return now })
+	get := func(target string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get("/healthz"); code != 200 || body != "ok" {
+		t.Fatalf("/healthz at start: %d %q", code, body)
+	}
+	now = started.Add(11 * time.Second)
+	if code, body := get("/healthz"); code != 500 || body != "error: 11" {
+		t.Fatalf("/healthz after 11s: %d %q", code, body)
+	}
+	if code, body := get("/started"); code != 200 || body != "11s" {
+		t.Fatalf("/started: %d %q", code, body)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/redirect?loc=%2Fhealthz", nil))
+	if rec.Code != http.StatusFound || rec.Header().Get("Location") != "/healthz" {
+		t.Fatalf("/redirect: %d to %q", rec.Code, rec.Header().Get("Location"))
+	}
+}
