@@ -15,12 +15,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 )
 
 // servePodLog answers GET pods/{name}/log as kube-apiserver does: it picks
 // and checks the container, then streams the log from the agent of the
 // pod's node (its /containerLogs endpoint), flushing as bytes arrive so
-// that `kubectl logs -f` follows.
+// that `kubectl logs -f` follows, or in WebSocket messages to a client
+// that upgrades.
 func (s *Server) servePodLog(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
 	if ri.verb != "get" {
 		return apierrors.NewMethodNotSupported(ri.res.GroupResource(), ri.verb)
@@ -64,6 +66,13 @@ func (s *Server) servePodLog(w http.ResponseWriter, r *http.Request, ri *request
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return kubeletError(resp)
+	}
+	if wsstream.IsWebSocketRequest(r) {
+		// As kube-apiserver answers a WebSocket client: the log in
+		// messages of the protocol it asks for (binary.k8s.io,
+		// base64.binary.k8s.io).
+		_ = wsstream.NewReader(resp.Body, true, wsstream.NewDefaultReaderProtocols()).Copy(w, r)
+		return nil
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("Transfer-Encoding", "chunked")

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -176,8 +177,12 @@ func TestGracefulDeleteOutlivesStatusUpdates(t *testing.T) {
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pods.Delete(ctx, "draining", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](60)}); err != nil {
-		t.Fatal(err)
+	// A delete that only marks the pod is 200 with the object, as upstream's.
+	var code int
+	err := cs.CoreV1().RESTClient().Delete().Namespace("default").Resource("pods").Name("draining").
+		Body(&metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](60)}).Do(ctx).StatusCode(&code).Error()
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("graceful delete: %d %v, want 200", code, err)
 	}
 	cur, err := pods.Get(ctx, "draining", metav1.GetOptions{})
 	if err != nil || cur.DeletionTimestamp == nil {

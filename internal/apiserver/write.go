@@ -538,7 +538,13 @@ func (s *Server) serveDelete(w http.ResponseWriter, r *http.Request, ri *request
 		return err
 	}
 	if !deleted {
-		writeObject(w, http.StatusAccepted, plain(f), obj)
+		// Marked for deletion (grace, finalizers): 200, as upstream's,
+		// except 202 for the old orphanDependents=false.
+		code := http.StatusOK
+		if o := opts.OrphanDependents; o != nil && !*o { //nolint:staticcheck // upstream's compatibility rule
+			code = http.StatusAccepted
+		}
+		writeObject(w, code, plain(f), obj)
 		return nil
 	}
 	if ri.res.ReturnDeletedObject {

@@ -66,6 +66,9 @@ func (a *Agent) podStatus(pod *corev1.Pod, runs []*container, waiting map[string
 			continue
 		}
 		if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+			// An init container that succeeded is ready, as the kubelet
+			// reports it.
+			st.InitContainerStatuses[i].Ready = true
 			continue
 		}
 		if t := cs.State.Terminated; t != nil && pod.Spec.RestartPolicy == corev1.RestartPolicyNever {

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/net/websocket"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // terminal is kubectl running on a pseudo-terminal, as a person types
@@ -271,6 +274,10 @@ func TestStreamDebug(t *testing.T) {
 		}
 		return ""
 	})
+	// The log over a WebSocket, as upstream's conformance test reads it.
+	if got := c.websocketLog("web", "poller"); !strings.HasPrefix(got, "polo\n") {
+		t.Fatalf("the ephemeral container's log over a WebSocket = %q, want polo lines", got)
+	}
 	if out := c.must("exec", "web", "-c", "poller", "--", "echo", "marco"); strings.TrimSpace(out) != "marco" {
 		t.Fatalf("exec in the ephemeral container = %q, want marco", out)
 	}
@@ -306,5 +313,43 @@ func TestStreamDebug(t *testing.T) {
 	out = c.fails("debug", "web", "--image=busybox", "--container=main", "--", "true")
 	if !strings.Contains(out, `spec.ephemeralContainers[2].name: Duplicate value: "main"`) {
 		t.Fatalf("an ephemeral container named as a container: %s", out)
+	}
+}
+
+// websocketLog reads the first 10 bytes of a container's log through
+// pods/log upgraded to a WebSocket (protocol binary.k8s.io), with the
+// credentials of the cluster's kubeconfig.
+func (c *cluster) websocketLog(pod, container string) string {
+	c.t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	u := strings.Replace(cfg.Host, "https://", "wss://", 1) +
+		"/api/v1/namespaces/default/pods/" + pod + "/log?limitBytes=10&container=" + container
+	wcfg, err := websocket.NewConfig(u, "http://localhost")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	wcfg.TlsConfig, wcfg.Protocol = tlsConfig, []string{"binary.k8s.io"}
+	if cfg.BearerToken != "" {
+		wcfg.Header = http.Header{"Authorization": {"Bearer " + cfg.BearerToken}}
+	}
+	ws, err := websocket.DialConfig(wcfg)
+	if err != nil {
+		c.t.Fatalf("open a WebSocket to %s: %v", u, err)
+	}
+	defer ws.Close()
+	var out []byte
+	for {
+		var msg []byte
+		if err := websocket.Message.Receive(ws, &msg); err != nil {
+			return string(out)
+		}
+		out = append(out, msg...)
 	}
 }
