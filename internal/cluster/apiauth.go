@@ -89,6 +89,7 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopbackConf
 	// RuntimeClass), then the admission policies and webhooks, then
 	// ResourceQuota.
 	var plugins admission.Chain
+	nodeRestriction := false
 	if len(modes) == 0 {
 		modes = DefaultAuthorizationModes
 	}
@@ -105,7 +106,7 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopbackConf
 			a.listed = append(a.listed, claims.Informer(), pcrs.Informer())
 			chain = append(chain, &nodeauthorizer.Authorizer{Pods: pods.GetIndexer(),
 				Claims: claims.Lister(), PodCertificateRequests: pcrs.Lister(), Rules: bootstrappolicy.NodeRules()})
-			plugins = append(plugins, noderestriction.New(core.Pods().Lister(), core.Nodes().Lister()))
+			nodeRestriction = true
 		case AuthorizationRBAC:
 			chain = append(chain, a.rbac)
 		case AuthorizationAlwaysAllow:
@@ -115,6 +116,12 @@ func newAPIAuth(caDir string, modes []string, bootstrapTokens bool, loopbackConf
 		}
 	}
 	a.chain = chain
+	if nodeRestriction {
+		// It asks the whole chain, as upstream's asks its unconditional
+		// authorizer.
+		core := factory.Core().V1()
+		plugins = append(plugins, noderestriction.New(core.Pods().Lister(), core.Nodes().Lister(), core.ServiceAccounts().Lister(), chain))
+	}
 	// The PriorityClasses are listed before the bootstrap writes the
 	// system ones, which the first pods name.
 	priorityClasses := factory.Scheduling().V1().PriorityClasses()

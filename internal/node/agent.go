@@ -302,7 +302,9 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	if err != nil {
 		return err
 	}
-	a.watchVolumeSources(ctx)
+	if err := a.watchVolumeSources(ctx); err != nil {
+		return err
+	}
 	routes := newSyncLoop("the pod network with the nodes", a.syncRoutes)
 	nodesSynced, err := informer.Handle(nodes.Informer(), routes.handler())
 	if err != nil {
@@ -349,6 +351,7 @@ func (a *Agent) run(ctx context.Context, nsPath string) error {
 	wg.Go(func() { routes.run(ctx) })
 	wg.Go(func() { hostPorts.run(ctx) })
 	wg.Go(func() { a.static.run(ctx) })
+	wg.Go(func() { a.volumes.podCerts.Run(ctx) })
 	if a.imageGC != nil {
 		wg.Go(func() { a.collectImages(ctx) })
 	}

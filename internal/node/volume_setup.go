@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/internal/node/objectcache"
+	"github.com/svcnet/svcnet/internal/node/podcertificate"
 	"github.com/svcnet/svcnet/internal/node/token"
 	"github.com/svcnet/svcnet/internal/node/trustbundle"
 	"github.com/svcnet/svcnet/internal/node/volume"
@@ -45,7 +46,12 @@ import (
 // node read only those; a change pokes the pods that use it) and at least
 // every volumeResync. Claims and their volumes are read when a pod's
 // volumes are set up (the Node authorizer lets a node get them, not watch
-// them); a claim not bound yet is tried again after volumeRetry.
+// them); a claim not bound yet is tried again after volumeRetry. A
+// podCertificate source's key and certificate come from the pod
+// certificate manager (internal/node/podcertificate), which each sync
+// tells of the pod: until its signer has issued them the volume fails and
+// is tried again after volumeRetry, and the manager pokes the pod as soon
+// as they are issued or replaced.
 
 const (
 	// volumeResync re-projects a pod's ConfigMap, Secret and downward API
@@ -66,6 +72,8 @@ type volumeManager struct {
 	tokens *token.Manager
 	// trustBundles are the ClusterTrustBundles projections hold.
 	trustBundles *trustbundle.Manager
+	// podCerts are the credentials of the podCertificate projections.
+	podCerts *podcertificate.Manager
 
 	mu sync.Mutex
 	// failed holds each pod's volumes that the last set-up did not
@@ -76,8 +84,14 @@ type volumeManager struct {
 }
 
 // watchVolumeSources prepares the watches of what volumes project; each
-// change pokes the pods that use the object.
-func (a *Agent) watchVolumeSources(ctx context.Context) {
+// change pokes the pods that use the object. The pod certificate manager
+// is made here and run by the agent.
+func (a *Agent) watchVolumeSources(ctx context.Context) error {
+	podCerts, err := podcertificate.New(ctx, podcertificate.Config{Client: a.client, NodeName: a.cfg.NodeName,
+		Nodes: a.nodeLister, Pods: a.podLister, Recorder: a.recorder, Changed: func(p *corev1.Pod) { a.podChanged(p) }})
+	if err != nil {
+		return err
+	}
 	core := a.client.CoreV1()
 	a.volumes = &volumeManager{
 		client: a.client,
@@ -92,9 +106,11 @@ func (a *Agent) watchVolumeSources(ctx context.Context) {
 		pvDir:        filepath.Join(a.cfg.DataDir, "pv"),
 		tokens:       token.New(a.client),
 		trustBundles: trustbundle.New(ctx, a.client),
+		podCerts:     podCerts,
 		failed:       map[types.UID]error{},
 		owned:        map[types.UID]map[string]bool{},
 	}
+	return nil
 }
 
 // volumeSourceChanged pokes the pods whose volumes (named by uses) read
@@ -140,6 +156,7 @@ func (e *claimError) Error() string {
 func (a *Agent) setUpVolumes(pod *corev1.Pod) time.Duration {
 	a.volumes.configMaps.Register(pod.UID, pod.Namespace, podutil.VolumeConfigMaps(pod))
 	a.volumes.secrets.Register(pod.UID, pod.Namespace, podutil.VolumeSecrets(pod))
+	a.volumes.podCerts.Track(pod)
 	var errs []error
 	refresh := false
 	for i := range pod.Spec.Volumes {
@@ -256,8 +273,9 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 		s := volume.Sources{
 			ConfigMaps: map[string]*corev1.ConfigMap{}, Secrets: map[string]*corev1.Secret{},
 			Field: a.downwardValue(pod), Tokens: map[string][]byte{}, TrustBundles: map[string][]byte{},
+			PodCertificates: map[int]volume.Credentials{},
 		}
-		for _, p := range src.Projected.Sources {
+		for i, p := range src.Projected.Sources {
 			if t := p.ServiceAccountToken; t != nil {
 				b, err := a.volumes.tokens.Token(a.runCtx, pod, t)
 				if err != nil {
@@ -271,6 +289,13 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 					return err
 				}
 				s.TrustBundles[t.Path] = b
+			}
+			if p.PodCertificate != nil {
+				key, chain, err := a.volumes.podCerts.Credentials(pod, v.Name, i)
+				if err != nil {
+					return err
+				}
+				s.PodCertificates[i] = volume.Credentials{Key: key, Chain: chain}
 			}
 			if p.ConfigMap != nil {
 				if cm, err := a.volumes.configMap(a.runCtx, pod.Namespace, p.ConfigMap.Name, true); err != nil {
@@ -505,6 +530,7 @@ func (a *Agent) tearDownVolumes(uid string) error {
 		delete(a.volumes.owned, types.UID(uid))
 		a.volumes.mu.Unlock()
 		a.volumes.tokens.Forget(types.UID(uid))
+		a.volumes.podCerts.Forget(types.UID(uid))
 		a.volumes.configMaps.Unregister(types.UID(uid))
 		a.volumes.secrets.Unregister(types.UID(uid))
 	}

@@ -2,10 +2,10 @@
 // plugin: a node (system:node:<name>) may write only its own Node (not its
 // taints, nor labels outside the kubelet's set), mirror pods bound to
 // itself that reference no other object, the status of its own pods, its
-// own Lease and CSINode (not the CSINode's status), and tokens bound to
-// its own pods. The Node authorizer lets a
-// node make these writes at all; this plugin narrows them to its objects,
-// in upstream's words.
+// own Lease and CSINode (not the CSINode's status), tokens bound to its
+// own pods, and PodCertificateRequests for its own pods' podCertificate
+// projections. The Node authorizer lets a node make these writes at all;
+// this plugin narrows them to its objects, in upstream's words.
 package noderestriction
 
 import (
@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +27,7 @@ import (
 	kubeletapis "k8s.io/kubelet/pkg/apis"
 
 	"github.com/svcnet/svcnet/internal/admission"
+	"github.com/svcnet/svcnet/internal/auth/authz"
 	"github.com/svcnet/svcnet/internal/auth/nodeauthorizer"
 	"github.com/svcnet/svcnet/internal/podutil"
 )
@@ -35,15 +37,21 @@ const PluginName = "NodeRestriction"
 
 // Plugin is the NodeRestriction admission plugin.
 type Plugin struct {
-	pods  corelisters.PodLister
-	nodes corelisters.NodeLister
+	pods            corelisters.PodLister
+	nodes           corelisters.NodeLister
+	serviceAccounts corelisters.ServiceAccountLister
+	// authorizer is the API server's, which may let a node request pod
+	// certificates of a signer its pod's projections do not name.
+	authorizer authz.Authorizer
 }
 
 var _ admission.Plugin = (*Plugin)(nil)
 
-// New is the plugin, reading pods and nodes from the API server's caches.
-func New(pods corelisters.PodLister, nodes corelisters.NodeLister) *Plugin {
-	return &Plugin{pods: pods, nodes: nodes}
+// New is the plugin, reading pods, nodes and service accounts from the
+// API server's caches and asking authorizer (nil allows nothing) what
+// the pods alone do not allow.
+func New(pods corelisters.PodLister, nodes corelisters.NodeLister, serviceAccounts corelisters.ServiceAccountLister, authorizer authz.Authorizer) *Plugin {
+	return &Plugin{pods: pods, nodes: nodes, serviceAccounts: serviceAccounts, authorizer: authorizer}
 }
 
 var (
@@ -53,10 +61,11 @@ var (
 	accountResource = schema.GroupResource{Resource: "serviceaccounts"}
 	leaseResource   = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
 	csiNodeResource = schema.GroupResource{Group: "storage.k8s.io", Resource: "csinodes"}
+	pcrResource     = schema.GroupResource{Group: certificatesv1.GroupName, Resource: "podcertificaterequests"}
 )
 
 // Validate implements admission.Plugin.
-func (p *Plugin) Validate(_ context.Context, a *admission.Attributes) error {
+func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 	node, isNode := nodeauthorizer.Identity(a.User)
 	if !isNode {
 		return nil
@@ -85,6 +94,8 @@ func (p *Plugin) Validate(_ context.Context, a *admission.Attributes) error {
 		return admitClaimStatus(node, a)
 	case accountResource:
 		return p.admitToken(node, a)
+	case pcrResource:
+		return p.admitPodCertificateRequest(ctx, node, a)
 	case leaseResource:
 		if a.Namespace != corev1.NamespaceNodeLease {
 			return admission.Forbidden(a, fmt.Errorf("can only access leases in the %q system namespace", corev1.NamespaceNodeLease))
@@ -187,14 +198,30 @@ func (p *Plugin) admitMirrorPod(node string, a *admission.Attributes, pod *corev
 		return forbid("node %q can not create pods that reference secrets", node)
 	case len(podutil.ConfigMaps(pod)) > 0:
 		return forbid("node %q can not create pods that reference configmaps", node)
-	case slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool {
-		return v.Projected != nil && slices.ContainsFunc(v.Projected.Sources, func(s corev1.VolumeProjection) bool { return s.ClusterTrustBundle != nil })
-	}):
+	case projects(pod, func(s *corev1.VolumeProjection) bool { return s.ClusterTrustBundle != nil }):
 		return forbid("node %q can not create pods that reference clustertrustbundles", node)
+	case projects(pod, func(s *corev1.VolumeProjection) bool { return s.PodCertificate != nil }):
+		return forbid("node %q can not create pods that reference podcertificates", node)
 	case slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.PersistentVolumeClaim != nil }):
 		return forbid("node %q can not create pods that reference persistentvolumeclaims", node)
 	}
 	return nil
+}
+
+// projects reports whether a projected volume of the pod has a source
+// that is.
+func projects(pod *corev1.Pod, is func(*corev1.VolumeProjection) bool) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for i := range v.Projected.Sources {
+			if is(&v.Projected.Sources[i]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func admitPodStatus(node string, a *admission.Attributes) error {

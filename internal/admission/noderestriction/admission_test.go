@@ -33,7 +33,7 @@ func TestValidate(t *testing.T) {
 	if err := nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}); err != nil {
 		t.Fatal(err)
 	}
-	p := New(corelisters.NewPodLister(pods), corelisters.NewNodeLister(nodes))
+	p := New(corelisters.NewPodLister(pods), corelisters.NewNodeLister(nodes), nil, nil)
 	n1 := &user.DefaultInfo{Name: "system:node:n1", Groups: []string{"system:nodes"}}
 
 	mirror := func(change func(*corev1.Pod)) *corev1.Pod {
@@ -65,6 +65,10 @@ func TestValidate(t *testing.T) {
 		{"a mirror pod with a secret", pod(admission.Create, "", "x", mirror(func(p *corev1.Pod) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}}}
 		}), nil), `node "n1" can not create pods that reference secrets`},
+		{"a mirror pod with a pod certificate", pod(admission.Create, "", "x", mirror(func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{SignerName: "example.com/x"}}}}}}}
+		}), nil), `node "n1" can not create pods that reference podcertificates`},
 		{"deleting its pod", pod(admission.Delete, "", "mine", nil, mine), ""},
 		{"deleting another's pod", pod(admission.Delete, "", "theirs", nil, theirs), `node "n1" can only delete pods with spec.nodeName set to itself`},
 		{"its pod's status", pod(admission.Update, "status", "mine", mine, mine), ""},

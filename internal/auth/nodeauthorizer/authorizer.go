@@ -1,8 +1,8 @@
 // Package nodeauthorizer is kube-apiserver's Node authorizer
 // (--authorization-mode=Node): a node, the user system:node:<name> in
 // group system:nodes, may read the Secrets, ConfigMaps, claims, volumes
-// and ResourceClaims of the pods bound to it and mint tokens for their
-// service accounts, list and watch its own pods and
+// and ResourceClaims of the pods bound to it, get their service accounts
+// and mint tokens for them, list and watch its own pods and
 // PodCertificateRequests, and touch its own Node and Lease; everything
 // else it may do is system:node's static rules. What
 // relates an object to a node is read from the API server's pod and claim
@@ -122,6 +122,11 @@ func (z *Authorizer) Authorize(_ context.Context, a authz.Attributes) (authz.Dec
 		case resourceClaims:
 			return z.get(node, a, z.podUses(podutil.ResourceClaims))
 		case serviceAccounts:
+			if a.Verb == "get" && a.Subresource == "" {
+				// The pod certificate manager reads a pod's service
+				// account for its UID.
+				return z.readNamespaced(node, a, z.podUses(serviceAccountOf))
+			}
 			return z.createToken(node, a)
 		case leases:
 			return ownObject(node, a, "node lease", corev1.NamespaceNodeLease)
@@ -237,12 +242,11 @@ func (z *Authorizer) createToken(node string, a authz.Attributes) (authz.Decisio
 	if a.Subresource != "token" {
 		return authz.NoOpinion, "can only create token subresource of serviceaccount", nil
 	}
-	return z.authorize(node, a, func(node string, a authz.Attributes) bool {
-		return slices.ContainsFunc(z.podsOn(node), func(p *corev1.Pod) bool {
-			return p.Namespace == a.Namespace && p.Spec.ServiceAccountName == a.Name
-		})
-	})
+	return z.authorize(node, a, z.podUses(serviceAccountOf))
 }
+
+// serviceAccountOf names the pod's service account.
+func serviceAccountOf(p *corev1.Pod) []string { return []string{p.Spec.ServiceAccountName} }
 
 // ownObject allows what a node does with the object named after it: its
 // Lease in kube-node-lease, its CSINode. A create is let through (the name

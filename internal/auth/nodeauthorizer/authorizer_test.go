@@ -88,6 +88,11 @@ func TestAuthorize(t *testing.T) {
 		{"another volume", res("get", "", "persistentvolumes", "pv-2"), authz.NoOpinion, noRelation},
 		{"a token for its pod's account", sub(res("create", "ns", "serviceaccounts", "web-sa"), "token"), authz.Allow, ""},
 		{"a token for another account", sub(res("create", "ns", "serviceaccounts", "default"), "token"), authz.NoOpinion, noRelation},
+		// The service accounts of its pods, for the pod certificate
+		// manager, as upstream's authorizer with PodCertificateRequest.
+		{"its pod's account", res("get", "ns", "serviceaccounts", "web-sa"), authz.Allow, ""},
+		{"another account", res("get", "ns", "serviceaccounts", "default"), authz.NoOpinion, noRelation},
+		{"listing accounts", res("list", "ns", "serviceaccounts", ""), authz.NoOpinion, "can only create tokens for individual service accounts"},
 		{"its pods", selected(res("watch", "", "pods", ""), "spec.nodeName=n1"), authz.Allow, ""},
 		{"another node's pods", selected(res("list", "", "pods", ""), "spec.nodeName=n2"), authz.NoOpinion, "can only list/watch pods with spec.nodeName field selector"},
 		{"its pod", res("get", "ns", "pods", "web"), authz.Allow, ""},

@@ -23,11 +23,13 @@ import (
 // agnhost runs one of agnhost's subcommands.
 func agnhost(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: agnhost [netexec|serve-hostname|test-webserver|pause|entrypoint-tester|liveness|connect|porter|guestbook|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator|webhook|crd-conversion-webhook|test-service-account-issuer-discovery] [flags]")
+		return errors.New("usage: agnhost [netexec|nettest|serve-hostname|test-webserver|pause|entrypoint-tester|liveness|connect|porter|guestbook|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator|webhook|crd-conversion-webhook|test-service-account-issuer-discovery|mtlsserver|mtlsclient] [flags]")
 	}
 	switch args[0] {
 	case "netexec":
 		return netexec(ctx, args[1:])
+	case "nettest":
+		return nettest(ctx, args[1:])
 	case "serve-hostname":
 		return serveHostname(ctx, args[1:])
 	case "test-webserver":
@@ -65,8 +67,12 @@ func agnhost(ctx context.Context, args []string) error {
 		return crdConversionWebhook(ctx, args[1:])
 	case "test-service-account-issuer-discovery":
 		return issuerDiscovery(ctx, args[1:])
+	case "mtlsserver":
+		return mtlsServer(ctx, args[1:])
+	case "mtlsclient":
+		return mtlsClient(ctx, args[1:])
 	}
-	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, serve-hostname, test-webserver, pause, entrypoint-tester, liveness, connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator, webhook, crd-conversion-webhook, test-service-account-issuer-discovery)", args[0])
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, nettest, serve-hostname, test-webserver, pause, entrypoint-tester, liveness, connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator, webhook, crd-conversion-webhook, test-service-account-issuer-discovery, mtlsserver, mtlsclient)", args[0])
 }
 
 // connect tries a TCP connection (or a UDP exchange) to host:port and

@@ -1,10 +1,11 @@
 // Package builtin is the programs that stand in for the demo images svcnet
 // does not pull: nginx and httpd (a web server answering like the image's
 // default page), agnhost's subcommands as upstream's e2e tests use them
-// (netexec, serve-hostname, test-webserver, pause, entrypoint-tester,
-// liveness, connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest,
+// (netexec, nettest, serve-hostname, test-webserver, pause,
+// entrypoint-tester, liveness, connect, porter, guestbook, dns-suffix,
+// dns-server-list, etc-hosts, mounttest,
 // grpc-health-checking, logs-generator, webhook, crd-conversion-webhook,
-// test-service-account-issuer-discovery),
+// test-service-account-issuer-discovery, mtlsserver, mtlsclient),
 // hashicorp/http-echo, coredns
 // (svcnet's cluster DNS, configured by a Corefile) and svcnet's ingress
 // controller. Each runs as a container's process (`svcnet node image NAME
@@ -173,14 +174,20 @@ func serveTLS(ctx context.Context, port int, certFile, keyFile string, h http.Ha
 	if err != nil {
 		return fmt.Errorf("load TLS key pair: %w", err)
 	}
-	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
-	if err != nil {
-		return fmt.Errorf("listen on port %d: %w", port, err)
-	}
-	s := &http.Server{
+	return runTLS(ctx, ":"+strconv.Itoa(port), &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 30 * time.Second,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+	})
+}
+
+// runTLS serves s over TLS (its TLSConfig holds the certificate) on addr
+// until ctx ends, ready once it listens; requests still held then get two
+// seconds.
+func runTLS(ctx context.Context, addr string, s *http.Server) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.ServeTLS(ln, "", "") }()

@@ -44,10 +44,8 @@ func generateLogs(ctx context.Context, w io.Writer, total int, delay time.Durati
 		for i := range name {
 			name[i] = letters[rand.IntN(len(letters))]
 		}
-		now := time.Now()
-		fmt.Fprintf(w, "I%s %7d logs_generator.go:67] %d %s /api/v1/namespaces/%s/pods/%s %d\n",
-			now.Format("0102 15:04:05.000000"), os.Getpid(), id, methods[rand.IntN(len(methods))],
-			namespaces[rand.IntN(len(namespaces))], name, 200+rand.IntN(400))
+		fmt.Fprintf(w, "%s%d %s /api/v1/namespaces/%s/pods/%s %d\n", klogHeader('I', time.Now(), "logs_generator.go:67"),
+			id, methods[rand.IntN(len(methods))], namespaces[rand.IntN(len(namespaces))], name, 200+rand.IntN(400))
 		select {
 		case <-ctx.Done():
 			return nil
@@ -55,4 +53,10 @@ func generateLogs(ctx context.Context, w io.Writer, total int, delay time.Durati
 		}
 	}
 	return nil
+}
+
+// klogHeader is the header klog writes before a line of severity ('I',
+// 'W', 'E' or 'F') logged at source (file:line), which some tests read.
+func klogHeader(severity byte, now time.Time, source string) string {
+	return fmt.Sprintf("%c%s %7d %s] ", severity, now.Format("0102 15:04:05.000000"), os.Getpid(), source)
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,6 +118,15 @@ type Sources struct {
 	// TrustBundles are what the clusterTrustBundle projections write (PEM
 	// certificates), by path.
 	TrustBundles map[string][]byte
+	// PodCertificates are the credentials the podCertificate projections
+	// write, by the projection's index in the volume's sources.
+	PodCertificates map[int]Credentials
+}
+
+// Credentials are a pod certificate's private key and certificate chain
+// (leaf first), as PEM.
+type Credentials struct {
+	Key, Chain []byte
 }
 
 // Projected is a projected volume's files: the union of its sources, in
@@ -128,7 +138,7 @@ func Projected(src *corev1.ProjectedVolumeSource, s Sources) (map[string]File, e
 			out[p] = f
 		}
 	}
-	for _, p := range src.Sources {
+	for i, p := range src.Sources {
 		switch {
 		case p.ConfigMap != nil:
 			cm, ok := s.ConfigMaps[p.ConfigMap.Name]
@@ -160,9 +170,28 @@ func Projected(src *corev1.ProjectedVolumeSource, s Sources) (map[string]File, e
 			out[p.ServiceAccountToken.Path] = File{Data: s.Tokens[p.ServiceAccountToken.Path], Mode: mode(nil, src.DefaultMode)}
 		case p.ClusterTrustBundle != nil:
 			out[p.ClusterTrustBundle.Path] = File{Data: s.TrustBundles[p.ClusterTrustBundle.Path], Mode: mode(nil, src.DefaultMode)}
+		case p.PodCertificate != nil:
+			add(podCertificateFiles(p.PodCertificate, s.PodCertificates[i], mode(nil, src.DefaultMode)))
 		}
 	}
 	return out, nil
+}
+
+// podCertificateFiles are the files of a podCertificate projection, as
+// the kubelet writes them: the key then the chain in credentialBundlePath,
+// the key alone in keyPath, the chain alone in certificateChainPath.
+func podCertificateFiles(p *corev1.PodCertificateProjection, c Credentials, m fs.FileMode) map[string]File {
+	out := map[string]File{}
+	if p.CredentialBundlePath != "" {
+		out[p.CredentialBundlePath] = File{Data: slices.Concat(c.Key, c.Chain), Mode: m}
+	}
+	if p.KeyPath != "" {
+		out[p.KeyPath] = File{Data: c.Key, Mode: m}
+	}
+	if p.CertificateChainPath != "" {
+		out[p.CertificateChainPath] = File{Data: c.Chain, Mode: m}
+	}
+	return out
 }
 
 func optional(b *bool) bool { return b != nil && *b }

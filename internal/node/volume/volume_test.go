@@ -206,6 +206,8 @@ func TestProjected(t *testing.T) {
 			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
 				{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}},
 			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+			{PodCertificate: &corev1.PodCertificateProjection{CredentialBundlePath: "bundle.pem"}},
+			{PodCertificate: &corev1.PodCertificateProjection{KeyPath: "tls.key", CertificateChainPath: "tls.crt"}},
 		},
 	}
 	s := Sources{
@@ -215,6 +217,10 @@ func TestProjected(t *testing.T) {
 			return "pod-" + it.FieldRef.FieldPath, nil
 		},
 		Tokens: map[string][]byte{"token": []byte("placeholder")},
+		PodCertificates: map[int]Credentials{
+			4: {Key: []byte("key1;"), Chain: []byte("leaf1;ca")},
+			5: {Key: []byte("key2;"), Chain: []byte("leaf2;ca")},
+		},
 	}
 	files, err := Projected(src, s)
 	if err != nil {
@@ -225,7 +231,9 @@ func TestProjected(t *testing.T) {
 		got = append(got, p+"="+string(f.Data)+" "+f.Mode.String())
 	}
 	slices.Sort(got)
-	want := []string{"c=v -r--r--r--", "name=pod-metadata.name -r--r--r--", "secret/k=v -r--------", "token=placeholder -r--r--r--"}
+	// A credential bundle is the key, then the chain.
+	want := []string{"bundle.pem=key1;leaf1;ca -r--r--r--", "c=v -r--r--r--", "name=pod-metadata.name -r--r--r--", "secret/k=v -r--------",
+		"tls.crt=leaf2;ca -r--r--r--", "tls.key=key2; -r--r--r--", "token=placeholder -r--r--r--"}
 	if !slices.Equal(got, want) {
 		t.Errorf("projected files %v, want %v", got, want)
 	}
