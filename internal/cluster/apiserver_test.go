@@ -12,7 +12,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/storage"
 	"github.com/svcnet/svcnet/internal/storage/storagetest"
@@ -22,26 +21,8 @@ import (
 // and finds the default ServiceCIDR, over HTTPS, with the flags' CIDRs and
 // Ready=True; a deleted one comes back at the next sync.
 func TestDefaultServiceCIDR(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", storagetest.FreePort(t)) }
-	api, err := StartAPIServer(ctx, APIServerOptions{
-		DataDir: t.TempDir(), BindAddress: addr(), EtcdClientURL: "https://" + addr(), EtcdPeerURL: "https://" + addr(),
-		ServiceClusterIPRange: "10.97.0.0/16,fd00:10:97::/112",
-	})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := api.Wait(); err != nil {
-			t.Error(err)
-		}
-	})
-	cfg, err := clientcmd.BuildConfigFromFlags("", api.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := context.Background()
+	_, cfg := startTestAPIServer(t, APIServerOptions{ServiceClusterIPRange: "10.97.0.0/16,fd00:10:97::/112"})
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ import (
 // version while its definition lives, and a client's aggregated API
 // stored as written.
 func TestAPIServices(t *testing.T) {
-	api, cfg := startTestAPIServer(t)
+	api, cfg := startTestAPIServer(t, APIServerOptions{})
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	agg := aggregatorclient.NewForConfigOrDie(cfg)

@@ -22,7 +22,7 @@ import (
 // left alone; StorageVersionMigrations are served with their status
 // subresource.
 func TestFlowControlBootstrap(t *testing.T) {
-	_, cfg := startTestAPIServer(t)
+	_, cfg := startTestAPIServer(t, APIServerOptions{})
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	fss, pls := cs.FlowcontrolV1().FlowSchemas(), cs.FlowcontrolV1().PriorityLevelConfigurations()

@@ -20,7 +20,7 @@ import (
 // without a class), and an unknown class, a second global default or a
 // changed value are refused.
 func TestPriorityClasses(t *testing.T) {
-	_, cfg := startTestAPIServer(t)
+	_, cfg := startTestAPIServer(t, APIServerOptions{})
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	pcs := cs.SchedulingV1().PriorityClasses()

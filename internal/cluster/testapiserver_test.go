@@ -11,16 +11,16 @@ import (
 	"github.com/svcnet/svcnet/internal/storage/storagetest"
 )
 
-// startTestAPIServer starts an API server on a fresh data dir and free
-// loopback ports, stopped when the test ends, and returns its admin's
-// client configuration.
-func startTestAPIServer(t *testing.T) (*APIServer, *rest.Config) {
+// startTestAPIServer starts an API server with opts on a fresh data dir
+// and free loopback ports, stopped when the test ends, and returns its
+// admin's client configuration.
+func startTestAPIServer(t *testing.T, opts APIServerOptions) (*APIServer, *rest.Config) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", storagetest.FreePort(t)) }
-	api, err := StartAPIServer(ctx, APIServerOptions{
-		DataDir: t.TempDir(), BindAddress: addr(), EtcdClientURL: "https://" + addr(), EtcdPeerURL: "https://" + addr(),
-	})
+	opts.DataDir, opts.BindAddress = t.TempDir(), addr()
+	opts.EtcdClientURL, opts.EtcdPeerURL = "https://"+addr(), "https://"+addr()
+	api, err := StartAPIServer(ctx, opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
