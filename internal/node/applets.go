@@ -14,6 +14,17 @@ import (
 // applets, each pointing at the binary, and puts it first on the PATH of
 // the commands run in such a container, so that `sh` is the image's shell
 // and `nslookup` its applet, as in the image.
+//
+// The images' `sh` is the host's bash (in its POSIX mode, as it is started
+// by that name) where there is one, not the host's busybox or dash. The
+// shell of busybox and Alpine images, upstream busybox's ash, passes its
+// children every environment variable it was given, also those whose names
+// are not shell names (`data-1`, from a ConfigMap's keys through envFrom),
+// and looks at PATH before its own applets (agnhost's image has netcat's
+// nc over busybox's). Debian's busybox drops such variables (a Debian
+// patch) and runs its applets first; dash drops them too; bash does
+// neither.
+const imageShell = "bash"
 
 // appletDir returns the directory of host's applet links under the data
 // dir, making it on first use.
@@ -28,8 +39,16 @@ func appletDir(dataDir, host string) (string, error) {
 		if err != nil {
 			return err
 		}
+		sh, err := exec.LookPath(imageShell)
+		if err != nil {
+			sh = bin
+		}
 		for _, name := range names {
-			if err := os.Symlink(bin, filepath.Join(tmp, name)); err != nil {
+			target := bin
+			if name == "sh" {
+				target = sh
+			}
+			if err := os.Symlink(target, filepath.Join(tmp, name)); err != nil {
 				return fmt.Errorf("link applet %s: %w", name, err)
 			}
 		}

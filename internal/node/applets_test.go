@@ -27,6 +27,17 @@ func TestWithAppletsPutsTheImagesBinFirst(t *testing.T) {
 	if target, err := os.Readlink(filepath.Join(dir, "nslookup")); err != nil || target != bin {
 		t.Fatalf("nslookup links to %q (%v), want %s", target, err, bin)
 	}
+	// The images' shell passes on every variable it was given.
+	if sh, err := exec.LookPath(imageShell); err == nil {
+		if target, err := os.Readlink(filepath.Join(dir, "sh")); err != nil || target != sh {
+			t.Fatalf("sh links to %q (%v), want %s", target, err, sh)
+		}
+		cmd := exec.Command(filepath.Join(dir, "sh"), "-c", "env")
+		cmd.Env = []string{"data-1=value-1", "PATH=" + dir}
+		if out, err := cmd.Output(); err != nil || !strings.Contains(string(out), "data-1=value-1\n") {
+			t.Fatalf("sh -c env with data-1 set: %v\n%s", err, out)
+		}
+	}
 	// Applied twice (a container's env, then exec), the dir is there once.
 	again, err := withApplets(data, DefaultImages(), "busybox", got)
 	if err != nil || !slices.Equal(again, got) {

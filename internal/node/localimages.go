@@ -137,17 +137,12 @@ func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images
 			program = append(program, files...)
 		}
 	}
-	if len(entry.Executables) > 0 && bb != "" {
-		// The host's tools must win over busybox's applets of the same
-		// name (agnhost's nc takes -v, busybox's does not), but a static
-		// busybox's shell runs its own applets before it looks at PATH:
-		// the shell is the host's dash where there is one, as Alpine's
-		// shell looks at PATH first.
-		dash, files, err := hostExecutable("dash")
+	if bb != "" {
+		sh, files, err := hostExecutable(imageShell)
 		switch {
 		case err == nil:
 			program = append(program, files...)
-			program = append(program, images.File{Path: "/bin/sh", Link: dash})
+			program = append(program, images.File{Path: "/bin/sh", Link: sh})
 		case !errors.Is(err, exec.ErrNotFound):
 			return nil, err
 		}

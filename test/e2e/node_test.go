@@ -490,6 +490,7 @@ spec:
     - {name: COMPOSED, value: "$(FROM_SECRET)-$(MY_NAME)-$$(LITERAL)"}
     envFrom:
     - {configMapRef: {name: settings}, prefix: CFG_}
+    - {configMapRef: {name: settings}}
 `)
 	eventually(t, 20*time.Second, func() string {
 		st := c.jsonpath("pod", "envy", "{.status.containerStatuses[0].state.waiting.reason}: {.status.containerStatuses[0].state.waiting.message}")
@@ -501,7 +502,9 @@ spec:
 	if out := c.must("get", "pod", "envy"); !strings.Contains(out, "CreateContainerConfigError") {
 		t.Errorf("kubectl get pod:\n%s", out)
 	}
-	c.must("create", "configmap", "settings", "--from-literal=color=blue")
+	// A key that is no shell name reaches the container's children
+	// through its shell, as through the images' busybox ash.
+	c.must("create", "configmap", "settings", "--from-literal=color=blue", "--from-literal=data-1=value-1")
 	c.waitReady("envy", "True", 30*time.Second)
 	clusterIP := c.jsonpath("service", "backend-svc", "{.spec.clusterIP}")
 	podIP := c.jsonpath("pod", "envy", "{.status.podIP}")
@@ -514,7 +517,7 @@ spec:
 		return ""
 	})
 	for _, want := range []string{
-		"FROM_CM=blue", "FROM_SECRET=s3cret", "CFG_color=blue", "MY_NODE=" + nodeName, "MY_POD_IP=" + podIP,
+		"FROM_CM=blue", "FROM_SECRET=s3cret", "CFG_color=blue", "CFG_data-1=value-1", "data-1=value-1", "color=blue", "MY_NODE=" + nodeName, "MY_POD_IP=" + podIP,
 		"COMPOSED=s3cret-envy-$(LITERAL)",
 		"BACKEND_SVC_SERVICE_HOST=" + clusterIP, "BACKEND_SVC_SERVICE_PORT=8080", "BACKEND_SVC_SERVICE_PORT_HTTP=8080",
 		"BACKEND_SVC_PORT=tcp://" + clusterIP + ":8080", "BACKEND_SVC_PORT_8080_TCP_ADDR=" + clusterIP,
