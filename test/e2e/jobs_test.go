@@ -59,6 +59,25 @@ spec:
         command: ["sh", "-c", "echo index=$JOB_COMPLETION_INDEX host=$(hostname)"]
 `
 
+// jobPerIndex fails its odd indexes, each with a budget of one retry.
+const jobPerIndex = `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: per-index
+spec:
+  completions: 4
+  parallelism: 2
+  completionMode: Indexed
+  backoffLimitPerIndex: 1
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: worker
+        image: busybox
+        command: ["sh", "-c", "exit $((JOB_COMPLETION_INDEX % 2))"]
+`
+
 // cronJobEveryMinute runs every minute and keeps one successful Job.
 const cronJobEveryMinute = `apiVersion: batch/v1
 kind: CronJob
@@ -218,6 +237,23 @@ func TestJobs(t *testing.T) {
 		slices.Sort(logs)
 		if want := []string{"index=0 host=indexed-0", "index=1 host=indexed-1", "index=2 host=indexed-2"}; !slices.Equal(logs, want) {
 			t.Errorf("logs %q, want %q", logs, want)
+		}
+	})
+
+	t.Run("BackoffLimitPerIndex", func(t *testing.T) {
+		const ns = "jobs-per-index"
+		c.createNamespace(ns)
+		c.withStdin(jobPerIndex, "apply", "-n", ns, "-f", "-")
+		// Every index runs: the odd ones twice (10s of back-off between),
+		// then fail for good.
+		waitCondition(t, ns, "per-index", "Failed", 2*time.Minute)
+		if got := field(ns, "job", "per-index", `{.status.conditions[?(@.type=="Failed")].reason} {.status.failedIndexes} {.status.completedIndexes} {.status.failed} {.status.succeeded}`); got != "FailedIndexes 1,3 0,2 4 2" {
+			t.Errorf("reason, failedIndexes, completedIndexes, failed, succeeded: %q, want FailedIndexes 1,3 0,2 4 2", got)
+		}
+		counts := strings.Fields(c.must("get", "pods", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.labels.batch\.kubernetes\.io/job-completion-index}:{.metadata.annotations.batch\.kubernetes\.io/job-index-failure-count} {end}`))
+		slices.Sort(counts)
+		if want := []string{"0:0", "1:0", "1:1", "2:0", "3:0", "3:1"}; !slices.Equal(counts, want) {
+			t.Errorf("pods by index:failure-count %v, want %v", counts, want)
 		}
 	})
 

@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -203,6 +204,9 @@ func TestIndexes(t *testing.T) {
 	if got := formatIndexes(s); got != "0,2-4" {
 		t.Errorf("formatted %q", got)
 	}
+	if got := formatIndexes(sets.New(1, 2, 5, 6, 7)); got != "1,2,5-7" {
+		t.Errorf("a pair formatted %q, want 1,2", got)
+	}
 	if got := missingIndexes(6, s, sets.New(1), 3); !slices.Equal(got, []int{5}) {
 		t.Errorf("missing %v", got)
 	}
@@ -219,13 +223,13 @@ func TestPodFailurePolicy(t *testing.T) {
 		{Action: batchv1.PodFailurePolicyActionIgnore, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{1}}},
 		{Action: batchv1.PodFailurePolicyActionFailJob, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpNotIn, Values: []int32{1}}},
 	}}
-	counts, msg := matchPodFailurePolicy(policy, pod)
-	if !counts || msg == nil || *msg != "Container main for pod ns/p failed with exit code 42 matching FailJob rule at index 1" {
-		t.Errorf("FailJob: %v %v", counts, msg)
+	action, msg := matchPodFailurePolicy(policy, pod)
+	if action != batchv1.PodFailurePolicyActionFailJob || msg != "Container main for pod ns/p failed with exit code 42 matching FailJob rule at index 1" {
+		t.Errorf("FailJob: %v %q", action, msg)
 	}
 	pod.Status.ContainerStatuses[0].State.Terminated.ExitCode = 1
-	if counts, msg := matchPodFailurePolicy(policy, pod); counts || msg != nil {
-		t.Errorf("Ignore: %v %v", counts, msg)
+	if action, msg := matchPodFailurePolicy(policy, pod); action != batchv1.PodFailurePolicyActionIgnore || msg != "" {
+		t.Errorf("Ignore: %v %q", action, msg)
 	}
 }
 
@@ -257,5 +261,114 @@ func TestBehindOwnWrite(t *testing.T) {
 	}
 	if _, ok := c.written.Load("default/w"); ok {
 		t.Error("the observed write is still remembered")
+	}
+}
+
+// endIndex ends the running pod of an index with the given exit code, its
+// container finished a minute ago (past the index's back-off).
+func endIndex(t *testing.T, cs *fake.Clientset, index string, code int32) {
+	t.Helper()
+	for _, p := range pods(t, cs) {
+		if p.Status.Phase != "" || p.Annotations[batchv1.JobCompletionIndexAnnotation] != index {
+			continue
+		}
+		cur := p.DeepCopy()
+		cur.Status.Phase = corev1.PodSucceeded
+		if code != 0 {
+			cur.Status.Phase = corev1.PodFailed
+		}
+		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(time.Now().Add(-time.Minute))}}}}
+		if _, err := cs.CoreV1().Pods("default").UpdateStatus(context.Background(), cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no running pod of index %s", index)
+}
+
+// failureCounts are the failure count annotations of the job's pods, by
+// index, sorted.
+func indexFailureAnnotations(t *testing.T, cs *fake.Clientset) string {
+	var out []string
+	for _, p := range pods(t, cs) {
+		out = append(out, p.Annotations[batchv1.JobCompletionIndexAnnotation]+":"+p.Annotations[batchv1.JobIndexFailureCountAnnotation])
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}
+
+func TestBackoffLimitPerIndex(t *testing.T) {
+	j := newJob("per-index", 3, 3, batchv1.IndexedCompletion)
+	j.Spec.BackoffLimit = ptr.To[int32](math.MaxInt32)
+	j.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
+	j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+		{Action: batchv1.PodFailurePolicyActionFailIndex, OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}}},
+	}}
+	cs := controllertest.NewClient(j)
+	run(t, cs)
+	waitPods(t, cs, 3)
+	// Index 2 fails for good at once (FailIndex); index 1 may fail once
+	// more, with a replacement that carries the count; the failed pod
+	// awaiting it is counted once the replacement exists.
+	endIndex(t, cs, "2", 42)
+	endIndex(t, cs, "1", 1)
+	controllertest.Eventually(t, func() string {
+		st := jobStatus(t, cs, "per-index")
+		if got := indexFailureAnnotations(t, cs); got != "0:0 1:0 1:1 2:0" || ptr.Deref(st.FailedIndexes, "-") != "2" || st.Failed != 2 {
+			return fmt.Sprintf("pods %s, failedIndexes %v, failed %d", got, ptr.Deref(st.FailedIndexes, "nil"), st.Failed)
+		}
+		return ""
+	})
+	endIndex(t, cs, "1", 1)
+	endIndex(t, cs, "0", 0)
+	controllertest.Eventually(t, func() string {
+		st := jobStatus(t, cs, "per-index")
+		c := condition(&batchv1.Job{Status: st}, batchv1.JobFailed)
+		if c == nil || c.Reason != batchv1.JobReasonFailedIndexes || c.Message != "Job has failed indexes" ||
+			*st.FailedIndexes != "1,2" || st.CompletedIndexes != "0" || st.Failed != 3 || st.Succeeded != 1 {
+			return fmt.Sprintf("status %+v", st)
+		}
+		return ""
+	})
+	if got := indexFailureAnnotations(t, cs); got != "0:0 1:0 1:1 2:0" {
+		t.Errorf("pods by index and failure count: %s", got)
+	}
+}
+
+func TestMaxFailedIndexes(t *testing.T) {
+	j := newJob("max-failed", 4, 1, batchv1.IndexedCompletion)
+	j.Spec.BackoffLimit = ptr.To[int32](math.MaxInt32)
+	j.Spec.BackoffLimitPerIndex = ptr.To[int32](0)
+	j.Spec.MaxFailedIndexes = ptr.To[int32](0)
+	cs := controllertest.NewClient(j)
+	run(t, cs)
+	waitPods(t, cs, 1)
+	endIndex(t, cs, "0", 1)
+	controllertest.Eventually(t, func() string {
+		st := jobStatus(t, cs, "max-failed")
+		c := condition(&batchv1.Job{Status: st}, batchv1.JobFailed)
+		if c == nil || c.Reason != batchv1.JobReasonMaxFailedIndexesExceeded || *st.FailedIndexes != "0" || st.Failed != 1 || len(pods(t, cs)) != 1 {
+			return fmt.Sprintf("status %+v, %d pods", st, len(pods(t, cs)))
+		}
+		return ""
+	})
+}
+
+func TestIndexBackoff(t *testing.T) {
+	now := time.Now()
+	failed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{batchv1.JobIndexFailureCountAnnotation: "1",
+		batchv1.JobIndexIgnoredFailureCountAnnotation: "1"}}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: metav1.NewTime(now.Add(-10 * time.Second))}}}}}}
+	// The third failure of the index: 40s from its end.
+	if got := indexBackoff(failed, now); got != 30*time.Second {
+		t.Errorf("back-off after the third failure: %s, want 30s", got)
+	}
+	if got := indexBackoff(nil, now); got != 0 {
+		t.Errorf("back-off of an index that never failed: %s", got)
+	}
+	failed.Annotations[batchv1.JobIndexFailureCountAnnotation] = "x"
+	if got := indexBackoff(failed, now); got != 10*time.Second {
+		t.Errorf("a count that does not parse counts 0: %s", got)
 	}
 }

@@ -55,7 +55,7 @@ func parseIndexes(s string, completions int32) sets.Set[int] {
 	return out
 }
 
-// formatIndexes writes indexes as ordered intervals: "0,2-4".
+// formatIndexes writes indexes as ordered intervals: "0,2-4,6,7".
 func formatIndexes(indexes sets.Set[int]) string {
 	sorted := sets.List(indexes)
 	var parts []string
@@ -64,9 +64,12 @@ func formatIndexes(indexes sets.Set[int]) string {
 		for j+1 < len(sorted) && sorted[j+1] == sorted[j]+1 {
 			j++
 		}
-		if i == j {
+		switch j - i {
+		case 0:
 			parts = append(parts, strconv.Itoa(sorted[i]))
-		} else {
+		case 1: // a pair is two items, as upstream writes it
+			parts = append(parts, strconv.Itoa(sorted[i]), strconv.Itoa(sorted[j]))
+		default:
 			parts = append(parts, fmt.Sprintf("%d-%d", sorted[i], sorted[j]))
 		}
 		i = j + 1
@@ -112,40 +115,44 @@ func matchSuccessPolicy(policy *batchv1.SuccessPolicy, completions int32, succee
 }
 
 // matchPodFailurePolicy applies the job's pod failure policy to a failed
-// pod: whether the failure counts against backoffLimit, and the message
-// when a FailJob rule matched.
-func matchPodFailurePolicy(policy *batchv1.PodFailurePolicy, pod *corev1.Pod) (counts bool, failJob *string) {
+// pod: the action of the first rule it matches ("" when none does, which
+// counts the failure as Count does) and, for FailJob, upstream's message.
+func matchPodFailurePolicy(policy *batchv1.PodFailurePolicy, pod *corev1.Pod) (batchv1.PodFailurePolicyAction, string) {
 	if policy == nil {
-		return true, nil
+		return "", ""
 	}
 	for i, rule := range policy.Rules {
-		var matched bool
 		var msg string
 		switch {
 		case rule.OnExitCodes != nil:
-			if cs := matchExitCodes(&pod.Status, rule.OnExitCodes); cs != nil {
-				matched = true
-				msg = fmt.Sprintf("Container %s for pod %s/%s failed with exit code %v matching %v rule at index %d",
-					cs.Name, pod.Namespace, pod.Name, cs.State.Terminated.ExitCode, rule.Action, i)
+			cs := matchExitCodes(&pod.Status, rule.OnExitCodes)
+			if cs == nil {
+				continue
 			}
+			msg = fmt.Sprintf("Container %s for pod %s/%s failed with exit code %v matching %v rule at index %d",
+				cs.Name, pod.Namespace, pod.Name, cs.State.Terminated.ExitCode, rule.Action, i)
 		case rule.OnPodConditions != nil:
-			if c := matchPodConditions(&pod.Status, rule.OnPodConditions); c != nil {
-				matched = true
-				msg = fmt.Sprintf("Pod %s/%s has condition %v matching %v rule at index %d", pod.Namespace, pod.Name, c.Type, rule.Action, i)
+			c := matchPodConditions(&pod.Status, rule.OnPodConditions)
+			if c == nil {
+				continue
 			}
-		}
-		if !matched {
+			msg = fmt.Sprintf("Pod %s/%s has condition %v matching %v rule at index %d", pod.Namespace, pod.Name, c.Type, rule.Action, i)
+		default:
 			continue
 		}
-		switch rule.Action {
-		case batchv1.PodFailurePolicyActionIgnore:
-			return false, nil
-		case batchv1.PodFailurePolicyActionFailJob:
-			return true, &msg
+		if rule.Action != batchv1.PodFailurePolicyActionFailJob {
+			msg = ""
 		}
-		return true, nil
+		return rule.Action, msg
 	}
-	return true, nil
+	return "", ""
+}
+
+// failureCounts says whether a failed pod counts against the job's
+// backoff limits: every failure does but those an Ignore rule matches.
+func failureCounts(job *batchv1.Job, pod *corev1.Pod) bool {
+	action, _ := matchPodFailurePolicy(job.Spec.PodFailurePolicy, pod)
+	return action != batchv1.PodFailurePolicyActionIgnore
 }
 
 func matchExitCodes(st *corev1.PodStatus, req *batchv1.PodFailurePolicyOnExitCodesRequirement) *corev1.ContainerStatus {

@@ -48,6 +48,10 @@ type syncState struct {
 	uncountedFailed                  sets.Set[types.UID]
 	// succeededIndexes of an Indexed job, counted and new.
 	succeededIndexes sets.Set[int]
+	// failedIndexes and lastFailed of a job with backoffLimitPerIndex
+	// (perindex.go).
+	failedIndexes sets.Set[int]
+	lastFailed    map[int]*corev1.Pod
 }
 
 func newSyncState(job *batchv1.Job, pods []*corev1.Pod, now time.Time) *syncState {
@@ -66,7 +70,7 @@ func newSyncState(job *batchv1.Job, pods []*corev1.Pod, now time.Time) *syncStat
 			}
 		case podFailed(job, p):
 			if hasFinalizer(p) && !uncounted {
-				if counts, _ := matchPodFailurePolicy(job.Spec.PodFailurePolicy, p); counts {
+				if failureCounts(job, p) {
 					s.newFailed = append(s.newFailed, p)
 				} else {
 					s.ignored = append(s.ignored, p)
@@ -89,6 +93,10 @@ func newSyncState(job *batchv1.Job, pods []*corev1.Pod, now time.Time) *syncStat
 				s.succeededIndexes.Insert(i)
 			}
 		}
+	}
+	if perIndex(job) {
+		s.failedIndexes = failedIndexes(job, pods)
+		s.lastFailed = lastFailedPods(s)
 	}
 	return s
 }
@@ -210,6 +218,14 @@ func (c *Controller) syncJob(ctx context.Context, key string, s *syncState, mayA
 			c.queue.AddAfter(key, time.Duration(*job.Spec.ActiveDeadlineSeconds)*time.Second-s.now.Sub(st.StartTime.Time))
 		}
 	}
+	if fin == nil && perIndex(job) {
+		switch failed := s.failedIndexes.Len(); {
+		case job.Spec.MaxFailedIndexes != nil && failed > int(*job.Spec.MaxFailedIndexes):
+			fin = failing(batchv1.JobReasonMaxFailedIndexesExceeded, "Job has exceeded the specified maximal number of failed indexes")
+		case failed > 0 && failed+s.succeededIndexes.Len() >= int(*job.Spec.Completions):
+			fin = failing(batchv1.JobReasonFailedIndexes, "Job has failed indexes")
+		}
+	}
 	if fin == nil && indexed(job) {
 		if msg, met := matchSuccessPolicy(job.Spec.SuccessPolicy, *job.Spec.Completions, s.succeededIndexes); met {
 			fin = succeeding(batchv1.JobReasonSuccessPolicy, msg)
@@ -284,8 +300,8 @@ func failJobMessage(job *batchv1.Job, pods []*corev1.Pod) *string {
 		if !podFailed(job, p) || !hasFinalizer(p) {
 			continue
 		}
-		if _, msg := matchPodFailurePolicy(job.Spec.PodFailurePolicy, p); msg != nil {
-			return msg
+		if action, msg := matchPodFailurePolicy(job.Spec.PodFailurePolicy, p); action == batchv1.PodFailurePolicyActionFailJob {
+			return &msg
 		}
 	}
 	return nil
@@ -353,7 +369,14 @@ func (c *Controller) manage(ctx context.Context, key string, s *syncState, succe
 		for _, p := range surplus {
 			held.Delete(indexOf(p, completions))
 		}
-		indexes = missingIndexes(completions, s.succeededIndexes, held, int(parallelism)-len(keep))
+		indexes = missingIndexes(completions, s.succeededIndexes.Union(s.failedIndexes), held, int(parallelism)-len(keep))
+		if perIndex(job) {
+			var wait time.Duration
+			indexes, wait = s.indexesPastBackoff(indexes)
+			if wait > 0 {
+				c.queue.AddAfter(key, wait)
+			}
+		}
 		want = int32(len(keep) + len(indexes))
 	} else {
 		switch {
@@ -381,17 +404,20 @@ func (c *Controller) manage(ctx context.Context, key string, s *syncState, succe
 	if create <= 0 {
 		return active, nil
 	}
-	if wait := c.backoff.remaining(key, s.now); wait > 0 {
+	if wait := c.backoff.remaining(key, s.now); wait > 0 && !perIndex(job) {
 		c.queue.AddAfter(key, wait)
 		return active, nil
 	}
 	c.expectations.ExpectCreations(key, create)
 	created, err := slowstart.Run(create, func(i int) error {
-		index := noIndex
-		if indexes != nil {
-			index = indexes[i]
+		if indexes == nil {
+			return c.createPod(ctx, job, newPod(job, noIndex))
 		}
-		return c.createPod(ctx, job, index)
+		pod := newPod(job, indexes[i])
+		if perIndex(job) {
+			setIndexFailureCounts(pod, job, s.lastFailed[indexes[i]])
+		}
+		return c.createPod(ctx, job, pod)
 	})
 	for range create - created {
 		c.expectations.CreationObserved(key)
@@ -421,10 +447,8 @@ func sortForDeletion(pods []*corev1.Pod) {
 	})
 }
 
-// createPod creates one pod of the job (of index, for an Indexed job)
-// carrying the tracking finalizer.
-func (c *Controller) createPod(ctx context.Context, job *batchv1.Job, index int) error {
-	pod := newPod(job, index)
+// createPod creates a pod of the job (newPod).
+func (c *Controller) createPod(ctx context.Context, job *batchv1.Job, pod *corev1.Pod) error {
 	created, err := c.client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	switch {
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
@@ -501,11 +525,17 @@ func (c *Controller) track(ctx context.Context, s *syncState, fin *finishing, ol
 		s.uncountedSucceeded.Insert(p.UID)
 	}
 	for _, p := range s.newFailed {
+		if fin == nil && s.awaitingReplacement(p) {
+			continue
+		}
 		s.uncountedFailed.Insert(p.UID)
 	}
 	setUncounted(st, s.uncountedSucceeded, s.uncountedFailed)
 	if indexed(job) {
 		st.CompletedIndexes = formatIndexes(s.succeededIndexes)
+	}
+	if perIndex(job) {
+		st.FailedIndexes = ptr.To(formatIndexes(s.failedIndexes))
 	}
 	if fin != nil {
 		// Recorded before the pods are let go, so that the reason
@@ -531,7 +561,8 @@ func (c *Controller) track(ctx context.Context, s *syncState, fin *finishing, ol
 		if !hasFinalizer(p) {
 			continue
 		}
-		if s.uncountedSucceeded.Has(p.UID) || s.uncountedFailed.Has(p.UID) || slices.Contains(s.ignored, p) ||
+		if s.uncountedSucceeded.Has(p.UID) || s.uncountedFailed.Has(p.UID) ||
+			(slices.Contains(s.ignored, p) && (fin != nil || !s.awaitingReplacement(p))) ||
 			(fin != nil && !slices.Contains(s.active, p)) || job.DeletionTimestamp != nil {
 			release = append(release, p)
 		}
@@ -685,8 +716,8 @@ func (b *backoffStore) observe(key string, succeeded, failed []*corev1.Pod, now 
 	b.m[key] = r
 }
 
-// remaining is how long the job still waits before its next pod: 10s
-// after the first failure, doubling per failure up to 10 minutes.
+// remaining is how long the job still waits before its next pod
+// (failureBackoff).
 func (b *backoffStore) remaining(key string, now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -694,11 +725,7 @@ func (b *backoffStore) remaining(key string, now time.Time) time.Duration {
 	if !ok || r.failures == 0 {
 		return 0
 	}
-	delay := maxPodFailureBackoff
-	if r.failures <= 7 {
-		delay = min(podFailureBackoff<<(r.failures-1), maxPodFailureBackoff)
-	}
-	return max(0, r.lastFailure.Add(delay).Sub(now))
+	return max(0, r.lastFailure.Add(failureBackoff(r.failures)).Sub(now))
 }
 
 func (b *backoffStore) forget(key string) {
