@@ -113,6 +113,8 @@ type Config struct {
 
 // Agent is a running node agent.
 type Agent struct {
+	// admitMu makes the admission of a pod one step (admit.go).
+	admitMu  sync.Mutex
 	cfg      Config
 	client   kubernetes.Interface
 	net      *cni.Network

@@ -37,6 +37,8 @@ type podWorker struct {
 	// stale copy says.
 	end   *podEnd
 	ended bool
+	// admitted is set once the node admitted the pod (admit.go).
+	admitted bool
 }
 
 // poke asks for a sync soon.
@@ -211,6 +213,15 @@ func (a *Agent) syncPod(ctx context.Context, w *podWorker) (done bool, retry tim
 		// Its status is written; this copy predates it.
 		return false, 0, nil
 	}
+	if rej := a.admit(w, pod); rej != nil {
+		err := a.rejectPod(ctx, pod, rej)
+		if err == nil {
+			w.mu.Lock()
+			w.ended = true
+			w.mu.Unlock()
+		}
+		return false, 0, err
+	}
 	left, deadline := activeDeadlineLeft(pod, time.Now())
 	if end == nil && deadline && left <= 0 {
 		end = &podEnd{reason: "DeadlineExceeded", message: deadlineExceededMessage}
@@ -334,6 +345,11 @@ func (a *Agent) finishPod(ctx context.Context, pod *corev1.Pod) error {
 	runs, err := a.rt.containers(uid)
 	if err != nil {
 		return err
+	}
+	if len(runs) == 0 && pod.Status.StartTime == nil {
+		// Nothing of it ever ran here (the node rejected it): its status
+		// is whoever failed it.
+		return nil
 	}
 	return a.updateStatus(ctx, pod, a.podStatus(pod, runs, nil, false))
 }

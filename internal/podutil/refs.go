@@ -2,7 +2,9 @@
 // pkg/api/pod visitors: the Secrets and ConfigMaps its volumes, projected
 // volumes, environment and image pull secrets read, the claims of its
 // volumes, and its ResourceClaims. The Node authorizer lets a node read
-// exactly these, and the node watches all but the ResourceClaims.
+// exactly these, and the node watches all but the ResourceClaims. It also
+// lists the host ports a pod takes, which the scheduler and the node's
+// admission both keep apart.
 package podutil
 
 import (

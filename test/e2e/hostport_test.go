@@ -64,6 +64,47 @@ spec:
 			return ""
 		})
 	}
+	// Pods bound by hand meet no scheduler: the node's admission rejects
+	// one whose host port is taken (on all addresses, which pod1's and
+	// pod2's addresses are part of) and one that asks for more cpu than
+	// the node has (the node's own pods request 200m); neither runs.
+	c.withStdin(`apiVersion: v1
+kind: Pod
+metadata: {name: port-taken}
+spec:
+  nodeName: `+nodeName+`
+  containers:
+  - name: agnhost
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    ports: [{containerPort: 8080, hostPort: 54323}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: too-big}
+spec:
+  nodeName: `+nodeName+`
+  containers:
+  - name: agnhost
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    resources: {requests: {cpu: "1000"}}
+`, "apply", "-f", "-")
+	for pod, want := range map[string]string{
+		"port-taken": "Failed NodePorts Pod was rejected: Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports",
+		"too-big":    "Failed OutOfcpu Pod was rejected: Node didn't have enough resource: cpu, requested: 1000000, used: 200, capacity: ",
+	} {
+		eventually(t, 30*time.Second, func() string {
+			if got := c.jsonpath("pod", pod, "{.status.phase} {.status.reason} {.status.message}"); !strings.HasPrefix(got, want) {
+				return fmt.Sprintf("pod %s: %q, want %q", pod, got, want)
+			}
+			return ""
+		})
+		if got := c.jsonpath("pod", pod, "{.status.containerStatuses}"); got != "" {
+			t.Errorf("the rejected pod %s has container statuses: %s", pod, got)
+		}
+	}
+	if ev := c.must("get", "events", "--field-selector", "involvedObject.name=port-taken,type=Warning", "-o", "jsonpath={.items[*].reason}"); ev != "NodePorts" {
+		t.Errorf("Warning events of the rejected pod: %q, want NodePorts", ev)
+	}
 	// The mapping goes with its pod: nothing listens on the node's port,
 	// which refuses (a mapping left to the gone pod's address would time
 	// out or find no route).

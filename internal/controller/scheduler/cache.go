@@ -5,6 +5,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svcnet/svcnet/internal/podutil"
 )
 
 // hostPort is a port a pod takes on its node's addresses.
@@ -13,19 +15,13 @@ type hostPort struct {
 	port     int32
 }
 
-// hostPortIP is a host port on one host address ("0.0.0.0" for all).
-type hostPortIP struct {
-	hostPort
-	ip string
-}
-
 // podInfo is what the cache keeps of a pod on a node: what it takes there,
 // and what other pods' affinity and spread constraints look at.
 type podInfo struct {
 	node     string
 	requests resources // for fitting
 	nonZero  resources // for scoring
-	ports    []hostPortIP
+	ports    []podutil.HostPort
 	owner    types.UID // of its controller, "" without one
 	// assumed pods are on their node only in the scheduler's mind: the
 	// binding is under way and the informer has not seen it yet.
@@ -77,10 +73,11 @@ func (n *nodeInfo) addPod(p *podInfo) {
 		if n.ports == nil {
 			n.ports = map[hostPort]map[string]int{}
 		}
-		if n.ports[hp.hostPort] == nil {
-			n.ports[hp.hostPort] = map[string]int{}
+		key := hostPort{hp.Protocol, hp.Port}
+		if n.ports[key] == nil {
+			n.ports[key] = map[string]int{}
 		}
-		n.ports[hp.hostPort][hp.ip]++
+		n.ports[key][hp.IP]++
 	}
 	if p.owner != "" {
 		if n.owners == nil {
@@ -95,10 +92,11 @@ func (n *nodeInfo) removePod(p *podInfo) {
 	n.requested.sub(p.requests)
 	n.nonZero.sub(p.nonZero)
 	for _, hp := range p.ports {
-		if n.ports[hp.hostPort][hp.ip]--; n.ports[hp.hostPort][hp.ip] == 0 {
-			delete(n.ports[hp.hostPort], hp.ip)
-			if len(n.ports[hp.hostPort]) == 0 {
-				delete(n.ports, hp.hostPort)
+		key := hostPort{hp.Protocol, hp.Port}
+		if n.ports[key][hp.IP]--; n.ports[key][hp.IP] == 0 {
+			delete(n.ports[key], hp.IP)
+			if len(n.ports[key]) == 0 {
+				delete(n.ports, key)
 			}
 		}
 	}
@@ -169,7 +167,7 @@ func newPodInfo(pod *corev1.Pod, node string, assumed bool) *podInfo {
 		node:          node,
 		requests:      podRequests(pod, false),
 		nonZero:       podRequests(pod, true),
-		ports:         podHostPorts(pod),
+		ports:         podutil.HostPorts(pod),
 		owner:         controllerUID(pod),
 		assumed:       assumed,
 		namespace:     pod.Namespace,
@@ -255,34 +253,6 @@ func effectiveTaints(node *corev1.Node) []corev1.Taint {
 	taints := make([]corev1.Taint, 0, len(node.Spec.Taints)+1)
 	taints = append(taints, node.Spec.Taints...)
 	return append(taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
-}
-
-// podHostPorts are the host ports of a pod's containers and sidecars.
-func podHostPorts(pod *corev1.Pod) []hostPortIP {
-	var out []hostPortIP
-	add := func(cs []corev1.Container, sidecarsOnly bool) {
-		for i := range cs {
-			if sidecarsOnly && (cs[i].RestartPolicy == nil || *cs[i].RestartPolicy != corev1.ContainerRestartPolicyAlways) {
-				continue
-			}
-			for _, p := range cs[i].Ports {
-				if p.HostPort <= 0 {
-					continue
-				}
-				hp := hostPortIP{hostPort: hostPort{protocol: p.Protocol, port: p.HostPort}, ip: p.HostIP}
-				if hp.protocol == "" {
-					hp.protocol = corev1.ProtocolTCP
-				}
-				if hp.ip == "" {
-					hp.ip = "0.0.0.0"
-				}
-				out = append(out, hp)
-			}
-		}
-	}
-	add(pod.Spec.Containers, false)
-	add(pod.Spec.InitContainers, true)
-	return out
 }
 
 // controllerUID is the UID of the pod's controller, "" without one.

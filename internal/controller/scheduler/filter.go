@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/svcnet/svcnet/internal/podutil"
 )
 
 // Upstream's filter reasons, as `kubectl describe pod` shows them.
@@ -36,7 +38,7 @@ const (
 type candidate struct {
 	pod               *corev1.Pod
 	requests, nonZero resources
-	ports             []hostPortIP
+	ports             []podutil.HostPort
 	owner             types.UID
 	// selector is the pod's nodeSelector, nil without one.
 	selector labels.Selector
@@ -74,7 +76,7 @@ func newCandidate(pod *corev1.Pod) *candidate {
 		pod:      pod,
 		requests: podRequests(pod, false),
 		nonZero:  podRequests(pod, true),
-		ports:    podHostPorts(pod),
+		ports:    podutil.HostPorts(pod),
 		owner:    controllerUID(pod),
 
 		affinityTerms: compileAffinity(pod),
@@ -285,11 +287,11 @@ func (c *candidate) fit(n *nodeInfo) (reasons []string, resolvable bool) {
 // addresses on either side.
 func (c *candidate) portsConflict(n *nodeInfo) bool {
 	for _, hp := range c.ports {
-		used := n.ports[hp.hostPort]
+		used := n.ports[hostPort{hp.Protocol, hp.Port}]
 		if len(used) == 0 {
 			continue
 		}
-		if hp.ip == "0.0.0.0" || used["0.0.0.0"] > 0 || used[hp.ip] > 0 {
+		if hp.IP == podutil.AllAddresses || used[podutil.AllAddresses] > 0 || used[hp.IP] > 0 {
 			return true
 		}
 	}
