@@ -81,6 +81,8 @@ type volumeManager struct {
 	failed map[types.UID]error
 	// owned are each pod's volumes given to its fsGroup already.
 	owned map[types.UID]map[string]bool
+	// imageHolds release the images of each pod's image volumes.
+	imageHolds map[types.UID][]func()
 }
 
 // watchVolumeSources prepares the watches of what volumes project; each
@@ -109,6 +111,7 @@ func (a *Agent) watchVolumeSources(ctx context.Context) error {
 		podCerts:     podCerts,
 		failed:       map[types.UID]error{},
 		owned:        map[types.UID]map[string]bool{},
+		imageHolds:   map[types.UID][]func(){},
 	}
 	return nil
 }
@@ -317,6 +320,8 @@ func (a *Agent) setUpVolume(pod *corev1.Pod, v *corev1.Volume) error {
 			return err
 		}
 		return writeTmpfsVolume(a.volumeDir(pod.UID, pluginProjected, v.Name), files)
+	case src.Image != nil:
+		return a.setUpImageVolume(a.runCtx, pod, v)
 	}
 	return errors.New("svcnet's node does not support this volume type")
 }
@@ -548,6 +553,9 @@ func (a *Agent) tearDownVolumes(uid string) error {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", d, err))
 		}
 	}
+	if len(errs) == 0 && a.volumes != nil {
+		a.volumes.releaseVolumeImages(types.UID(uid))
+	}
 	return errors.Join(errs...)
 }
 
@@ -611,6 +619,8 @@ func (a *Agent) volumeSource(pod *corev1.Pod, v *corev1.Volume) (string, bool, e
 		return a.volumeDir(pod.UID, pluginDownward, v.Name), true, nil
 	case src.Projected != nil:
 		return a.volumeDir(pod.UID, pluginProjected, v.Name), true, nil
+	case src.Image != nil:
+		return a.volumeDir(pod.UID, pluginImage, v.Name), true, nil
 	}
 	return "", false, fmt.Errorf("volume %q has an unsupported type", v.Name)
 }

@@ -384,6 +384,37 @@ spec:
 		return ""
 	})
 
+	// Image volumes: an image's root file system, read-only, in the pod,
+	// from a pulled image (held from the garbage collector, which runs at
+	// any usage here) and from an assembled one (upstream's kitten, with
+	// its /data.json); the mounts go with the pod.
+	c.pod("imagevol", "busybox", `    command: [sh, -c, 'ls /pulled/bin/busybox /kitten/data.json && (touch /pulled/x || echo write-refused); exec sleep 3600']
+    volumeMounts: [{name: pulled, mountPath: /pulled}, {name: kitten, mountPath: /kitten}]
+  volumes:
+  - {name: pulled, image: {reference: `+image+`, pullPolicy: IfNotPresent}}
+  - {name: kitten, image: {reference: "registry.k8s.io/e2e-test-images/kitten:1.7"}}
+`)
+	eventually(t, 60*time.Second, func() string {
+		logs, _ := c.kubectl("", "logs", "imagevol")
+		if !strings.Contains(logs, "/pulled/bin/busybox\n") || !strings.Contains(logs, "/kitten/data.json\n") || !strings.Contains(logs, "write-refused") {
+			return fmt.Sprintf("logs of imagevol: %q; events: %s", logs, c.must("get", "events", "--field-selector", "involvedObject.name=imagevol"))
+		}
+		return ""
+	})
+	c.must("delete", "pod", "imagevol", "--wait=true")
+	eventually(t, 30*time.Second, func() string {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			return err.Error()
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, c.dataDir) && strings.Contains(line, "kubernetes.io~image") {
+				return "an image volume stays mounted after its pod was deleted: " + line
+			}
+		}
+		return ""
+	})
+
 	// Termination messages, as the kubelet reads them: the file at
 	// terminationMessagePath (written by a user other than root), or the
 	// log's tail for a failure with FallbackToLogsOnError.

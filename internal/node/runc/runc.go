@@ -217,11 +217,25 @@ func (b Bundle) Unmount() error {
 // directory: one process mounts the root file systems of many containers.
 var cwd sync.Mutex
 
+// MountLayers mounts the overlay of layers (topmost first) read-only at
+// target, as an image volume shows its image; empty is an empty
+// directory, a second lower layer for an image of one layer (overlayfs
+// takes no fewer than two without an upper one).
+func MountLayers(target string, layers []string, empty string) error {
+	if len(layers) == 0 {
+		return fmt.Errorf("mount an image without layers at %s", target)
+	}
+	if len(layers) == 1 {
+		layers = []string{layers[0], empty}
+	}
+	return mountOverlay(target, layers, "", "")
+}
+
 // mountOverlay mounts the overlay of layers (topmost first) with upper
-// and work at target. Mount options are one page at most, so layers in
-// one directory (the image store's) are named relative to it, as
-// containerd does: the process's working directory is that directory for
-// the mount's time.
+// and work at target, read-only without them. Mount options are one page
+// at most, so layers in one directory (the image store's) are named
+// relative to it, as containerd does: the process's working directory is
+// that directory for the mount's time.
 func mountOverlay(target string, layers []string, upper, work string) error {
 	lower := layers
 	dir := filepath.Dir(layers[0])
@@ -238,16 +252,21 @@ func mountOverlay(target string, layers []string, upper, work string) error {
 		defer cwd.Unlock()
 		prev, err := os.Getwd()
 		if err != nil {
-			return fmt.Errorf("mount the container's root file system: %w", err)
+			return fmt.Errorf("mount an overlay at %s: %w", target, err)
 		}
 		if err := os.Chdir(dir); err != nil {
-			return fmt.Errorf("mount the container's root file system: %w", err)
+			return fmt.Errorf("mount an overlay at %s: %w", target, err)
 		}
 		defer os.Chdir(prev)
 	}
-	opts := "lowerdir=" + strings.Join(lower, ":") + ",upperdir=" + upper + ",workdir=" + work
-	if err := unix.Mount("overlay", target, "overlay", 0, opts); err != nil {
-		return fmt.Errorf("mount the container's root file system: %w", err)
+	opts := "lowerdir=" + strings.Join(lower, ":")
+	var flags uintptr = unix.MS_RDONLY
+	if upper != "" {
+		opts += ",upperdir=" + upper + ",workdir=" + work
+		flags = 0
+	}
+	if err := unix.Mount("overlay", target, "overlay", flags, opts); err != nil {
+		return fmt.Errorf("mount the overlay of %d layers at %s: %w", len(layers), target, err)
 	}
 	return nil
 }
