@@ -63,7 +63,9 @@ func TestAdmissionCheck(t *testing.T) {
 	if rej := admissionCheck(pod("p", nil), tainted, nil); rej == nil || rej.reason != "TaintToleration" {
 		t.Errorf("an untolerated NoExecute taint: %+v", rej)
 	}
-	tolerant := pod("p", func(s *corev1.PodSpec) { s.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}} })
+	tolerant := pod("p", func(s *corev1.PodSpec) {
+		s.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}
+	})
 	if rej := admissionCheck(tolerant, tainted, nil); rej != nil {
 		t.Errorf("a tolerated NoExecute taint (and a NoSchedule one): %+v", rej)
 	}
