@@ -59,6 +59,17 @@ func (w *podWorker) pokeAfter(d time.Duration) {
 	w.timer = time.AfterFunc(d, w.poke)
 }
 
+// endedBy records that the pod's final status is written, once the
+// write (err) succeeded, and returns err.
+func (w *podWorker) endedBy(err error) error {
+	if err == nil {
+		w.mu.Lock()
+		w.ended = true
+		w.mu.Unlock()
+	}
+	return err
+}
+
 func (w *podWorker) snapshot() (*corev1.Pod, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -214,26 +225,14 @@ func (a *Agent) syncPod(ctx context.Context, w *podWorker) (done bool, retry tim
 		return false, 0, nil
 	}
 	if rej := a.admit(w, pod); rej != nil {
-		err := a.rejectPod(ctx, pod, rej)
-		if err == nil {
-			w.mu.Lock()
-			w.ended = true
-			w.mu.Unlock()
-		}
-		return false, 0, err
+		return false, 0, w.endedBy(a.rejectPod(ctx, pod, rej))
 	}
 	left, deadline := activeDeadlineLeft(pod, time.Now())
 	if end == nil && deadline && left <= 0 {
 		end = &podEnd{reason: "DeadlineExceeded", message: deadlineExceededMessage}
 	}
 	if end != nil {
-		err := a.endPod(ctx, pod, end)
-		if err == nil {
-			w.mu.Lock()
-			w.ended = true
-			w.mu.Unlock()
-		}
-		return false, 0, err
+		return false, 0, w.endedBy(a.endPod(ctx, pod, end))
 	}
 	if err := a.runPod(ctx, w, pod); err != nil || !deadline {
 		return false, 0, err
