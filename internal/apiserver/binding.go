@@ -19,7 +19,7 @@ var bindingResource = schema.GroupResource{Resource: "pods/binding"}
 // a scheduler binds: it sets spec.nodeName once, marks the pod
 // PodScheduled and takes the binding's annotations.
 func (s *Server) serveBinding(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
-	wr, err := readWrite(r, &metav1.CreateOptions{})
+	wr, err := readWrite(r, &metav1.CreateOptions{}, false)
 	if err != nil {
 		return err
 	}

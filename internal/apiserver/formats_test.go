@@ -19,6 +19,7 @@ import (
 
 	"github.com/svcnet/svcnet/internal/auth/authz"
 	"github.com/svcnet/svcnet/internal/registry"
+	"github.com/svcnet/svcnet/internal/registry/selfsubjectreview"
 )
 
 // do sends one request straight to the server's handler.
@@ -193,4 +194,20 @@ func (publicInfo) Authorize(_ context.Context, a authz.Attributes) (authz.Decisi
 		}
 	}
 	return authz.NoOpinion, "", nil
+}
+
+// A review has no table convertor upstream: asked only for a Table, its
+// create answers 406; asked for a Table or JSON, it is made (and here
+// finds no user on the request).
+func TestNoTableOfAReview(t *testing.T) {
+	s, _ := newTestServer(t, selfsubjectreview.Resource())
+	const path, body = "/apis/authentication.k8s.io/v1/selfsubjectreviews", `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`
+	rec := do(t, s, "POST", path, "application/json", "application/json;as=Table;v=v1;g=meta.k8s.io", body)
+	if rec.Code != http.StatusNotAcceptable {
+		t.Errorf("create asking a Table: %d %s, want 406", rec.Code, rec.Body)
+	}
+	rec = do(t, s, "POST", path, "application/json", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json", body)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "no user present on request") {
+		t.Errorf("create asking a Table or JSON: %d %s", rec.Code, rec.Body)
+	}
 }

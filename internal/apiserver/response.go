@@ -33,7 +33,13 @@ type outputFormat struct {
 // negotiate picks the first acceptable entry of the Accept header. Tables
 // and metadata-only conversions are JSON only (they have no protobuf form
 // here), so entries asking them in protobuf are skipped.
-func negotiate(r *http.Request) (outputFormat, error) {
+func negotiate(r *http.Request) (outputFormat, error) { return negotiateFor(r, true) }
+
+// negotiateFor is negotiate for an endpoint that answers with tables or
+// not: upstream's reviews, bindings, evictions and token requests have no
+// table convertor, so an entry asking a Table of them is skipped (406 when
+// no other is left).
+func negotiateFor(r *http.Request, tables bool) (outputFormat, error) {
 	accept := r.Header.Get("Accept")
 	if accept == "" {
 		accept = mediaJSON
@@ -51,6 +57,9 @@ func negotiate(r *http.Request) (outputFormat, error) {
 			switch as {
 			case "Table", "PartialObjectMetadata", "PartialObjectMetadataList":
 			default:
+				continue
+			}
+			if as == "Table" && !tables {
 				continue
 			}
 			if mt != mediaJSON && mt != "*/*" && mt != "application/*" {

@@ -135,16 +135,16 @@ func managerName(r *http.Request, given string) string {
 }
 
 func (s *Server) serveCreate(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
-	return createWith(w, r, ri.res, ri.res.Kind, func(obj runtime.Object, o writeOptions) (runtime.Object, error) {
+	return createWith(w, r, ri.res, ri.res.Kind, true, func(obj runtime.Object, o writeOptions) (runtime.Object, error) {
 		return s.create(r.Context(), ri.res, ri.namespace, obj, o)
 	})
 }
 
 // createWith decodes a create's body as kind and answers 201 with what
 // create makes of it.
-func createWith(w http.ResponseWriter, r *http.Request, res *registry.Resource, kind schema.GroupVersionKind,
+func createWith(w http.ResponseWriter, r *http.Request, res *registry.Resource, kind schema.GroupVersionKind, tables bool,
 	create func(obj runtime.Object, o writeOptions) (runtime.Object, error)) error {
-	wr, err := readWrite(r, &metav1.CreateOptions{})
+	wr, err := readWrite(r, &metav1.CreateOptions{}, tables)
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func (s *Server) serveVirtual(w http.ResponseWriter, r *http.Request, ri *reques
 	if ri.verb != "create" || ri.name != "" {
 		return apierrors.NewMethodNotSupported(ri.res.GroupResource(), ri.verb)
 	}
-	return createWith(w, r, ri.res, ri.res.Kind, func(obj runtime.Object, _ writeOptions) (runtime.Object, error) {
+	return createWith(w, r, ri.res, ri.res.Kind, false, func(obj runtime.Object, _ writeOptions) (runtime.Object, error) {
 		a, err := placeIn(ri.res, ri.namespace, obj)
 		if err != nil {
 			return nil, err
@@ -189,7 +189,7 @@ func (s *Server) serveAction(w http.ResponseWriter, r *http.Request, ri *request
 		gr.Resource += "/" + ri.subresource
 		return apierrors.NewMethodNotSupported(gr, ri.verb)
 	}
-	return createWith(w, r, ri.res, action.Kind, func(obj runtime.Object, o writeOptions) (runtime.Object, error) {
+	return createWith(w, r, ri.res, action.Kind, false, func(obj runtime.Object, o writeOptions) (runtime.Object, error) {
 		if err := s.admit(r.Context(), admission.Create, ri.res, ri.subresource, ri.namespace, ri.name, obj, nil, o.dryRun); err != nil {
 			return nil, err
 		}
@@ -205,11 +205,12 @@ type writeRequest struct {
 	o         writeOptions
 }
 
-// readWrite negotiates the answer's format, decodes the options (a
-// Create-, Update- or PatchOptions), reads the body and validates the
-// options as upstream does, all errors in one 422.
-func readWrite(r *http.Request, opts runtime.Object) (*writeRequest, error) {
-	f, err := negotiate(r)
+// readWrite negotiates the answer's format (a Table only where tables
+// says the endpoint has them), decodes the options (a Create-, Update- or
+// PatchOptions), reads the body and validates the options as upstream
+// does, all errors in one 422.
+func readWrite(r *http.Request, opts runtime.Object, tables bool) (*writeRequest, error) {
+	f, err := negotiateFor(r, tables)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +265,7 @@ func respondWrite(w http.ResponseWriter, ri *requestInfo, wr *writeRequest, warn
 }
 
 func (s *Server) serveUpdate(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
-	wr, err := readWrite(r, &metav1.UpdateOptions{})
+	wr, err := readWrite(r, &metav1.UpdateOptions{}, true)
 	if err != nil {
 		return err
 	}
@@ -315,7 +316,7 @@ func applyFinalize(submitted runtime.Object) mutateFunc {
 
 func (s *Server) servePatch(w http.ResponseWriter, r *http.Request, ri *requestInfo) error {
 	opts := &metav1.PatchOptions{}
-	wr, err := readWrite(r, opts)
+	wr, err := readWrite(r, opts, true)
 	if err != nil {
 		return err
 	}
