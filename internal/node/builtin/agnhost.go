@@ -175,6 +175,7 @@ func netexec(ctx context.Context, args []string) error {
 		fmt.Fprintf(w, "NOW: %v", time.Now())
 	})
 	mux.HandleFunc("/clientip", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, r.RemoteAddr) })
+	mux.HandleFunc("/serverport", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, *httpPort) })
 	mux.HandleFunc("/hostname", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, hostname()) })
 	mux.HandleFunc("/hostName", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, hostname()) })
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
@@ -318,6 +319,8 @@ func udpServer(pc net.PacketConn) {
 			reply = strings.TrimPrefix(cmd, "echo ")
 		case cmd == "clientip":
 			reply = addr.String()
+		case cmd == "serverport":
+			reply = strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port)
 		case strings.HasPrefix(cmd, "envvar "):
 			reply = os.Getenv(strings.TrimPrefix(cmd, "envvar "))
 		default:

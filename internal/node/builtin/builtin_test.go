@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,6 +89,7 @@ func TestReadyOnceListening(t *testing.T) {
 		"/envvar?var=SVCNET_TEST_ENVVAR": "200 node-a",
 		"/envvar?var=SVCNET_TEST_UNSET":  "500 env var \"SVCNET_TEST_UNSET\" is not set\n",
 		"/envvar":                        "400 'var' query parameter is required\n",
+		"/serverport":                    fmt.Sprintf("200 %d", port),
 	} {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
 		if err != nil {
@@ -325,6 +327,15 @@ func TestNetexecUDPListenAddresses(t *testing.T) {
 	if n, err := conn.Read(buf); err != nil || string(buf[:n]) != "hi" {
 		t.Errorf("UDP echo: %q (%v)", buf[:n], err)
 	}
+	// serverport answers the port the command came to, as upstream's
+	// conntrack test reads it.
+	if _, err := conn.Write([]byte("serverport")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := conn.Read(buf); err != nil || string(buf[:n]) != strconv.Itoa(udpPort) {
+		t.Errorf("UDP serverport: %q (%v), want %d", buf[:n], err, udpPort)
+	}
+
 	if err := agnhost(context.Background(), []string{"netexec", "--udp-listen-addresses=nope"}); err == nil || !strings.Contains(err.Error(), "invalid address nope") {
 		t.Errorf("a bad address: %v", err)
 	}
