@@ -21,7 +21,8 @@ import (
 // default arguments.
 type Image struct {
 	// Builtin names a program built into svcnet (nginx, httpd, agnhost,
-	// http-echo, pause, coredns, ingress-controller).
+	// http-echo, pause, coredns, ingress-controller,
+	// regression-issue-74839).
 	Builtin string `json:"builtin,omitempty"`
 	// Host is a host executable that plays the image's binaries, as the
 	// host's busybox plays busybox's applets (chosen by argv[0]).
@@ -106,6 +107,9 @@ func DefaultImages() ImageTable {
 			Executables: []string{"dig", "nslookup", "host", "getent"}},
 		"coredns/coredns":              coredns,
 		"svcnet.io/ingress-controller": ingress,
+		// The server of upstream's conntrack test for invalid
+		// out-of-window segments (kubernetes#74839).
+		"registry.k8s.io/e2e-test-images/regression-issue-74839": {Builtin: builtin.BoomServer, Binaries: []string{"/regression-issue-74839"}},
 	}
 }
 

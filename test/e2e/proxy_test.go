@@ -575,3 +575,44 @@ spec:
 		})
 	}
 }
+
+// TestProxyOutOfWindowSegment plays upstream's conntrack regression test
+// for issue 74839 with its image: a server behind a Service sends, on
+// each connection, a segment out of the TCP window from its own address
+// (a raw socket, NET_RAW). Were it to pass conntrack un-NATed, the client
+// would answer it with a reset that kills the connection, which the
+// server reports. (On the kernel this was written on, the segment does not
+// reach the client un-NATed even without a rule dropping invalid packets,
+// which upstream's nftables mode does not have either; the proxy has
+// none.)
+func TestProxyOutOfWindowSegment(t *testing.T) {
+	t.Parallel()
+	c := startNodeCluster(t)
+	c.labeledPod("boom-server", "boom", "registry.k8s.io/e2e-test-images/regression-issue-74839:1.5", `    ports: [{containerPort: 9000}]
+    env:
+    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    - {name: POD_IPS, valueFrom: {fieldRef: {fieldPath: status.podIPs}}}
+    securityContext: {capabilities: {add: [NET_RAW]}}
+`)
+	c.withStdin(`apiVersion: v1
+kind: Service
+metadata: {name: boom-server}
+spec:
+  selector: {app: boom}
+  ports: [{port: 9000}]
+`, "apply", "-f", "-")
+	c.waitReady("boom-server", "True", 30*time.Second)
+	c.readyEndpoints("boom-server", 1)
+	c.labeledPod("startup-script", "client", "busybox", "    command: [sh, -c, 'while true; do sleep 1; nc -w 3 boom-server 9000 & done']\n")
+	// Five connections, each with its bad segment, and no reset.
+	eventually(t, 60*time.Second, func() string {
+		logs, _ := c.kubectl("", "logs", "boom-server")
+		if strings.Contains(logs, "ERROR") {
+			t.Fatalf("the client reset a connection on the out-of-window segment:\n%s", logs)
+		}
+		if n := strings.Count(logs, "boom packet injected"); n < 5 {
+			return fmt.Sprintf("%d bad segments sent so far:\n%s", n, logs)
+		}
+		return ""
+	})
+}

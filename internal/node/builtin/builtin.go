@@ -7,7 +7,8 @@
 // grpc-health-checking, logs-generator, webhook, crd-conversion-webhook,
 // test-service-account-issuer-discovery, mtlsserver, mtlsclient),
 // hashicorp/http-echo, coredns
-// (svcnet's cluster DNS, configured by a Corefile) and svcnet's ingress
+// (svcnet's cluster DNS, configured by a Corefile), the server of
+// upstream's regression-issue-74839 image and svcnet's ingress
 // controller. Each runs as a container's process (`svcnet node image NAME
 // --ports=P,... -- ARGV`, ARGV starting with the path in the image that
 // started it, as agnhost's /agnhost or /agnhost-2), so it sees the pod's
@@ -42,6 +43,9 @@ const (
 	// IngressController is svcnet's own Ingress controller, the program
 	// of `svcnet ingress`.
 	IngressController = "ingress-controller"
+	// BoomServer plays upstream's e2e image regression-issue-74839, the
+	// server of its conntrack test for invalid out-of-window segments.
+	BoomServer = "regression-issue-74839"
 )
 
 // PodHeader names the pod in every answer of the built-in web servers.
@@ -96,6 +100,9 @@ func Main(name string, ports []int, argv []string) error {
 		ready()
 		<-ctx.Done()
 		return nil
+	case BoomServer:
+		// Port 9000 and the pod's IPs (POD_IPS, POD_IP), as the image's.
+		return boomServer(ctx)
 	}
 	return fmt.Errorf("no built-in program %q", name)
 }
