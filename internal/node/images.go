@@ -110,6 +110,10 @@ func DefaultImages() ImageTable {
 		// The server of upstream's conntrack test for invalid
 		// out-of-window segments (kubernetes#74839).
 		"registry.k8s.io/e2e-test-images/regression-issue-74839": {Builtin: builtin.BoomServer, Binaries: []string{"/regression-issue-74839"}},
+		// kube-proxy's base image, with the netfilter tools: upstream's
+		// tests read a node's conntrack table from it.
+		"registry.k8s.io/build-image/distroless-iptables": {Applets: "busybox", Cmd: []string{"sh"},
+			Executables: []string{"iptables", "ip6tables", "iptables-save", "nft", "conntrack"}},
 	}
 }
 

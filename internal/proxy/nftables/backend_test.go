@@ -54,6 +54,13 @@ func TestBackendProgramsTheKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// kube-proxy's TCP conntrack timeouts, in the node's namespace.
+	for name, want := range map[string]string{"established": "86400", "close_wait": "3600"} {
+		out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_"+name).Output()
+		if err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("nf_conntrack_tcp_timeout_%s: %q (%v), want %s", name, out, err, want)
+		}
+	}
 	web := testService("web", corev1.ProtocolTCP, 30080, 1, "10.244.0.5", "10.244.0.6")
 	dns := testService("dns", corev1.ProtocolUDP, 0, 0, "10.244.0.7")
 	services := map[types.NamespacedName]*proxy.Service{web.Name: web, dns.Name: dns}

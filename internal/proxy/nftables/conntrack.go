@@ -1,9 +1,14 @@
 package nftables
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -146,6 +151,39 @@ func (c *conntrack) cleanStale(u proxy.Update) error {
 		}
 		if _, err := c.h.ConntrackDeleteFilters(netlink.ConntrackTable, fam, filters...); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// conntrackTimeouts are kube-proxy's defaults for the TCP conntrack
+// timeouts (--conntrack-tcp-timeout-established 24h,
+// --conntrack-tcp-timeout-close-wait 1h): an idle long-lived connection
+// through a Service keeps its NAT, and one half-closed by its server keeps
+// it for an hour, where the kernel's defaults are 5 days and 60 seconds.
+var conntrackTimeouts = map[string]int{
+	"nf_conntrack_tcp_timeout_established": 86400,
+	"nf_conntrack_tcp_timeout_close_wait":  3600,
+}
+
+// setConntrackTimeouts writes conntrackTimeouts into the calling thread's
+// network namespace, those that differ, as kube-proxy's conntrack
+// configurer does.
+func setConntrackTimeouts() error {
+	for name, want := range conntrackTimeouts {
+		p := filepath.Join("/proc/sys/net/netfilter", name)
+		b, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // no conntrack in this kernel
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		if strings.TrimSpace(string(b)) == strconv.Itoa(want) {
+			continue
+		}
+		if err := os.WriteFile(p, []byte(strconv.Itoa(want)), 0o644); err != nil {
+			return fmt.Errorf("set %s: %w", p, err)
 		}
 	}
 	return nil

@@ -64,13 +64,17 @@ type familyState struct {
 	counts   map[types.NamespacedName]counts
 }
 
-// New prepares a backend for the namespace: it lets bridged pod traffic
+// New prepares a backend for the namespace: it sets kube-proxy's TCP
+// conntrack timeouts (setConntrackTimeouts), lets bridged pod traffic
 // pass conntrack (br_netfilter's bridge-nf-call-iptables), so that replies
 // from a pod on the same bridge are un-DNATed; where the kernel lacks
 // br_netfilter every cluster IP connection is masqueraded instead.
 func New(c Config) (*Backend, error) {
 	b := &Backend{netns: c.NetNS, node: node{podCIDRs: c.PodCIDRs, ips: c.NodeIPs}, serviceCIDRs: c.ServiceCIDRs, state: map[string]*familyState{}}
 	err := netns.Do(c.NetNS, func() error {
+		if err := setConntrackTimeouts(); err != nil {
+			return err
+		}
 		for _, f := range []string{"bridge-nf-call-iptables", "bridge-nf-call-ip6tables"} {
 			p := filepath.Join("/proc/sys/net/bridge", f)
 			if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
