@@ -381,6 +381,10 @@ func dialHandler(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string][]string{"responses": responses, "errors": errs})
 }
 
+// dialHTTP gets url on a connection of its own, as upstream's netexec
+// does: a kept-alive connection to a Service would reach the same
+// endpoint every time, and the tests that count the endpoints answering
+// would never see the others.
 func dialHTTP(ctx context.Context, url string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -388,7 +392,8 @@ func dialHTTP(ctx context.Context, url string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
 	if err != nil {
 		return "", err
 	}

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -520,5 +521,38 @@ func TestLiveness(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/redirect?loc=%2Fhealthz", nil))
 	if rec.Code != http.StatusFound || rec.Header().Get("Location") != "/healthz" {
 		t.Fatalf("/redirect: %d to %q", rec.Code, rec.Header().Get("Location"))
+	}
+}
+
+// netexec's /dial makes each try on a connection of its own, so that a
+// Service's endpoints are chosen anew each time.
+func TestNetexecDialNewConnections(t *testing.T) {
+	var mu sync.Mutex
+	conns := map[string]bool{}
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		conns[r.RemoteAddr] = true
+		mu.Unlock()
+		fmt.Fprint(w, "target")
+	}))
+	defer target.Close()
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(target.URL, "http://"))
+	netexec := freePort(t, "tcp")
+	startAgnhost(t, "netexec", fmt.Sprintf("--http-port=%d", netexec), "--udp-port=-1")
+	for range 3 {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/dial?request=hostname&protocol=http&host=%s&port=%s&tries=2", netexec, host, port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), `"responses":["target","target"]`) {
+			t.Fatalf("/dial: %s", body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(conns) != 6 {
+		t.Errorf("6 tries came on %d connections, want 6", len(conns))
 	}
 }
