@@ -37,7 +37,8 @@ func nodeFlags(f *pflag.FlagSet, o *cluster.NodeOptions, listen string) {
 	f.DurationVar(&o.EvictionPressureTransitionPeriod, "eviction-pressure-transition-period", 5*time.Minute, "how long the Node keeps a pressure condition (DiskPressure) after its signal was last seen, as the kubelet's flag")
 	f.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", 5*time.Second, "svcnet up and node --stop-pods-on-exit: the longest grace period a pod's containers get when the node stops, as the kubelet's graceful node shutdown (0: each pod's own)")
 	f.IntVar(&o.MaxPods, "max-pods", 110, "the number of pods the node can run (its pods capacity), as the kubelet's flag")
-	f.StringVar(&o.ProxyMetrics, "proxy-metrics-bind-address", "", "host:port serving the Service proxy's /metrics over HTTP, kube-proxy's names (default: not served)")
+	f.StringVar(&o.ProxyMetrics, "proxy-metrics-bind-address", "127.0.0.1:10249", "host:port in the node's network namespace serving the Service proxy's /metrics (kube-proxy's names), /proxyMode and /healthz over HTTP, as kube-proxy's flag (\"0\" disables)")
+	f.StringVar(&o.ProxyHealthz, "proxy-healthz-bind-address", "0.0.0.0:10256", "host:port in the node's network namespace serving the Service proxy's /healthz and /livez over HTTP, as kube-proxy's flag (\"0\" disables)")
 }
 
 func nodeCommand() *cobra.Command {

@@ -83,8 +83,10 @@ type NodeOptions struct {
 	ShutdownGracePeriod time.Duration
 	// ProxyMode is the Service proxy's backend (nftables).
 	ProxyMode string
-	// ProxyMetrics is host:port serving the proxy's /metrics; empty: off.
-	ProxyMetrics string
+	// ProxyMetrics and ProxyHealthz are host:port, in the node's network
+	// namespace, serving the proxy's metrics and health as kube-proxy's
+	// (proxyhttp.go); "0" or empty: off.
+	ProxyMetrics, ProxyHealthz string
 	// ProxySynced is told what the proxy holds after each of its syncs,
 	// and whether it carries cluster IPs (the userspace proxy does only
 	// where they are local addresses).

@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"sync"
 	"time"
 
 	gnft "github.com/google/nftables"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	vnetns "github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,17 +83,14 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 	metrics := proxy.NewMetrics(reg)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	if o.ProxyMetrics != "" {
-		ln, err := net.Listen("tcp", o.ProxyMetrics)
-		if err != nil {
-			return fmt.Errorf("proxy metrics: %w", err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		wg.Go(func() { _ = srv.Serve(ln) })
-		defer srv.Close()
+	mode := ProxyModeNFTables
+	if userspaceMode {
+		mode = ProxyModeUserspace
 	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	serveProxyHTTP(sctx, &wg, log, "metrics", o.ProxyMetrics, netns.ListenAt(ns), proxyMetricsHandler(reg, mode))
+	serveProxyHTTP(sctx, &wg, log, "health", o.ProxyHealthz, netns.ListenAt(ns), proxyHealthHandler(health))
 	return proxy.Run(ctx, proxy.Config{
 		Client:        client,
 		NodeName:      nodeName,

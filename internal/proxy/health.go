@@ -45,6 +45,13 @@ func (h *Health) Started() time.Time {
 	return h.started
 }
 
+// LastSync is when the proxy's rules last synced; zero until they have.
+func (h *Health) LastSync() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lastSync
+}
+
 // Check says why the proxy is not healthy at now; nil when it is.
 func (h *Health) Check(now time.Time) error {
 	h.mu.Lock()

@@ -616,3 +616,28 @@ spec:
 		return ""
 	})
 }
+
+// TestProxyHealthAndMetricsPorts: the node's proxy answers on kube-proxy's
+// ports in the node's namespace, as upstream's "should check kube-proxy
+// urls" reads them from a hostNetwork pod: /healthz on every address at
+// 10256 with kube-proxy's JSON, /proxyMode and /metrics on loopback at
+// 10249.
+func TestProxyHealthAndMetricsPorts(t *testing.T) {
+	t.Parallel()
+	c := startNodeCluster(t)
+	ns := netns.Path(c.netns)
+	nodeIP := c.jsonpath("node", nodeName, `{.status.addresses[?(@.type=="InternalIP")].address}`)
+	eventually(t, 30*time.Second, func() string {
+		out, err := inNetns(t, ns, "wget", "-q", "-S", "-O-", "http://"+nodeIP+":10256/healthz")
+		if err != nil || !strings.Contains(out, "200 OK") || !strings.Contains(out, `"lastUpdated":`) || !strings.Contains(out, `"healthy":true`) {
+			return fmt.Sprintf("GET %s:10256/healthz: %v\n%s", nodeIP, err, out)
+		}
+		return ""
+	})
+	if out, err := inNetns(t, ns, "wget", "-q", "-O-", "http://127.0.0.1:10249/proxyMode"); err != nil || out != "nftables" {
+		t.Errorf("GET 127.0.0.1:10249/proxyMode: %v %q, want nftables", err, out)
+	}
+	if out, err := inNetns(t, ns, "wget", "-q", "-O-", "http://127.0.0.1:10249/metrics"); err != nil || !strings.Contains(out, "kubeproxy_sync_proxy_rules_duration_seconds") {
+		t.Errorf("GET 127.0.0.1:10249/metrics: %v\n%.500s", err, out)
+	}
+}
