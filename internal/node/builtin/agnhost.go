@@ -23,7 +23,7 @@ import (
 // agnhost runs one of agnhost's subcommands.
 func agnhost(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: agnhost [netexec|nettest|serve-hostname|test-webserver|pause|entrypoint-tester|liveness|connect|porter|guestbook|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator|webhook|crd-conversion-webhook|test-service-account-issuer-discovery|mtlsserver|mtlsclient] [flags]")
+		return errors.New("usage: agnhost [netexec|nettest|serve-hostname|test-webserver|pause|entrypoint-tester|liveness|connect|porter|guestbook|dns-suffix|dns-server-list|etc-hosts|mounttest|grpc-health-checking|logs-generator|webhook|crd-conversion-webhook|test-service-account-issuer-discovery|mtlsserver|mtlsclient|net] [flags]")
 	}
 	switch args[0] {
 	case "netexec":
@@ -71,8 +71,10 @@ func agnhost(ctx context.Context, args []string) error {
 		return mtlsServer(ctx, args[1:])
 	case "mtlsclient":
 		return mtlsClient(ctx, args[1:])
+	case "net":
+		return agnhostNet(ctx, args[1:])
 	}
-	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, nettest, serve-hostname, test-webserver, pause, entrypoint-tester, liveness, connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator, webhook, crd-conversion-webhook, test-service-account-issuer-discovery, mtlsserver, mtlsclient)", args[0])
+	return fmt.Errorf("agnhost %s is not built into svcnet (built in: netexec, nettest, serve-hostname, test-webserver, pause, entrypoint-tester, liveness, connect, porter, guestbook, dns-suffix, dns-server-list, etc-hosts, mounttest, grpc-health-checking, logs-generator, webhook, crd-conversion-webhook, test-service-account-issuer-discovery, mtlsserver, mtlsclient, net)", args[0])
 }
 
 // connect tries a TCP connection (or a UDP exchange) to host:port and

@@ -556,3 +556,55 @@ func TestNetexecDialNewConnections(t *testing.T) {
 		t.Errorf("6 tries came on %d connections, want 6", len(conns))
 	}
 }
+
+// agnhost net's CLOSE_WAIT runners: the server half-closes the client's
+// connection, the client sees the FIN and keeps its end open, both end
+// after their post-FIN time.
+func TestAgnhostNetCloseWait(t *testing.T) {
+	port := freePort(t, "tcp")
+	errs := make(chan error, 2)
+	go func() {
+		errs <- agnhost(context.Background(), []string{"net", "--runner", "nat-closewait-server",
+			"--options", fmt.Sprintf(`{"LocalAddr":"127.0.0.1:%d", "PostFinTimeoutSeconds":1}`, port)})
+	}()
+	eventuallyListening(t, port)
+	start := time.Now()
+	go func() {
+		errs <- agnhost(context.Background(), []string{"net", "--runner", "nat-closewait-client",
+			"--options", fmt.Sprintf(`{"RemoteAddr":"127.0.0.1:%d", "PostFinTimeoutSeconds":1, "TimeoutSeconds":5, "LeakConnection":true}`, port)})
+	}()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took < time.Second || took > 5*time.Second {
+		t.Errorf("the runners took %s, want their post-FIN second", took)
+	}
+	if err := agnhost(context.Background(), []string{"net", "--runner", "nope", "--options", "{}"}); err == nil {
+		t.Error("an unknown runner ran")
+	}
+}
+
+// eventuallyListening waits for a TCP listener on the port without
+// touching it: until /proc/net/tcp lists the port in state LISTEN (0A).
+func eventuallyListening(t *testing.T, port int) {
+	t.Helper()
+	want := fmt.Sprintf(":%04X", port)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 3 && strings.HasSuffix(f[1], want) && f[3] == "0A" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on %d", port)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
