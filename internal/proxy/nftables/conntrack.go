@@ -48,30 +48,33 @@ func newConntrack(nsPath string) (*conntrack, error) {
 	return &conntrack{h: h}, nil
 }
 
-// flow selects UDP conntrack entries by original destination and, when
-// set, the reply's source (the endpoint the flow was DNATed to).
+// flow selects UDP conntrack entries by original destination (address,
+// when set, and port) and, when set, the endpoint the flow was DNATed to:
+// the reply's source address and port.
 type flow struct {
 	dst      netip.Addr
 	port     int32
-	endpoint netip.Addr
+	endpoint netip.AddrPort
 }
 
-func (f flow) filter() *netlink.ConntrackFilter {
-	c := &netlink.ConntrackFilter{}
-	_ = c.AddProtocol(unix.IPPROTO_UDP)
-	_ = c.AddPort(netlink.ConntrackOrigDstPort, uint16(f.port))
-	if f.dst.IsValid() {
-		_ = c.AddIP(netlink.ConntrackOrigDstIP, net.IP(f.dst.AsSlice()))
+// MatchConntrackFlow makes a flow netlink's filter of conntrack entries.
+func (f flow) MatchConntrackFlow(c *netlink.ConntrackFlow) bool {
+	if c.Forward.Protocol != unix.IPPROTO_UDP || c.Forward.DstPort != uint16(f.port) {
+		return false
 	}
-	if f.endpoint.IsValid() {
-		_ = c.AddIP(netlink.ConntrackReplySrcIP, net.IP(f.endpoint.AsSlice()))
+	if f.dst.IsValid() && !net.IP(f.dst.AsSlice()).Equal(c.Forward.DstIP) {
+		return false
 	}
-	return c
+	if ep := f.endpoint; ep.IsValid() {
+		return net.IP(ep.Addr().AsSlice()).Equal(c.Reverse.SrcIP) && c.Reverse.SrcPort == ep.Port()
+	}
+	return true
 }
 
 // staleFlows are the UDP flows the changes make stale: those to an
-// endpoint that is no longer used, and those to a Service port that had
-// no endpoint before (its packets were never DNATed).
+// endpoint (address and port: a changed targetPort makes the old port's
+// flows stale) that is no longer used, and those to a Service port that
+// had no endpoint before (its packets were never DNATed).
 func staleFlows(changed map[string]proxy.Change) []flow {
 	var out []flow
 	for _, ch := range changed {
@@ -116,14 +119,14 @@ func staleFlows(changed map[string]proxy.Change) []flow {
 	return out
 }
 
-// used are the endpoint addresses a port's traffic may go to.
-func used(p *proxy.ServicePort) map[netip.Addr]bool {
-	out := map[netip.Addr]bool{}
+// used are the endpoints (address and port) a port's traffic may go to.
+func used(p *proxy.ServicePort) map[netip.AddrPort]bool {
+	out := map[netip.AddrPort]bool{}
 	if p == nil {
 		return out
 	}
 	for _, e := range append(p.ClusterEndpoints(), p.LocalEndpoints()...) {
-		out[e.Addr] = true
+		out[netip.AddrPortFrom(e.Addr, uint16(e.Port))] = true
 	}
 	return out
 }
@@ -139,10 +142,10 @@ func (c *conntrack) cleanStale(u proxy.Update) error {
 	}
 	var v4, v6 []netlink.CustomConntrackFilter
 	for _, f := range flows {
-		if f.endpoint.Is6() || f.dst.Is6() {
-			v6 = append(v6, f.filter())
+		if f.endpoint.Addr().Is6() || f.dst.Is6() {
+			v6 = append(v6, f)
 		} else {
-			v4 = append(v4, f.filter())
+			v4 = append(v4, f)
 		}
 	}
 	for fam, filters := range map[netlink.InetFamily][]netlink.CustomConntrackFilter{unix.AF_INET: v4, unix.AF_INET6: v6} {

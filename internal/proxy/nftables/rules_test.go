@@ -1,12 +1,15 @@
 package nftables
 
 import (
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -153,9 +156,26 @@ func TestStaleUDPFlows(t *testing.T) {
 		"replaced": {Previous: udp("10.244.0.7"), Current: udp("10.244.0.8")},
 		"tcp":      {Previous: testService("web", corev1.ProtocolTCP, 0, 1, "10.244.0.5")},
 	})
-	want := []flow{{dst: netip.MustParseAddr("10.96.0.10"), port: 8080, endpoint: netip.MustParseAddr("10.244.0.7")}}
+	want := []flow{{dst: netip.MustParseAddr("10.96.0.10"), port: 8080, endpoint: netip.MustParseAddrPort("10.244.0.7:80")}}
 	if !slices.Equal(got, want) {
 		t.Errorf("replaced endpoint: stale flows %+v, want %+v", got, want)
+	}
+	// The same pod, another targetPort: the old port's flows go.
+	moved := udp("10.244.0.7")
+	moved.Ports[0].Endpoints[0].Port = 90
+	got = staleFlows(map[string]proxy.Change{"moved": {Previous: udp("10.244.0.7"), Current: moved}})
+	if !slices.Equal(got, want) {
+		t.Errorf("changed target port: stale flows %+v, want %+v", got, want)
+	}
+	// The filter matches by the reply's source address and port.
+	ct := func(replyPort uint16) *netlink.ConntrackFlow {
+		c := &netlink.ConntrackFlow{}
+		c.Forward.Protocol, c.Forward.DstIP, c.Forward.DstPort = unix.IPPROTO_UDP, net.ParseIP("10.96.0.10"), 8080
+		c.Reverse.SrcIP, c.Reverse.SrcPort = net.ParseIP("10.244.0.7"), replyPort
+		return c
+	}
+	if !want[0].MatchConntrackFlow(ct(80)) || want[0].MatchConntrackFlow(ct(90)) {
+		t.Error("the stale flow's filter does not tell the endpoint's ports apart")
 	}
 	// From no endpoint to one: the flows to the Service itself go (they
 	// were never DNATed).
