@@ -2,8 +2,6 @@ package builtin
 
 import (
 	"bytes"
-	"context"
-	"io"
 	"log"
 	"net"
 	"os"
@@ -146,25 +144,7 @@ func TestBoomServer(t *testing.T) {
 	t.Setenv("POD_IPS", "")
 	t.Setenv("POD_IP", "127.0.0.1")
 
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	readyFile.Store(w)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- boomServer(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if said, err := io.ReadAll(r); err != nil || string(said) != "ok" {
-		t.Fatalf("boom server said %q (%v), want ok and the end of the pipe; log:\n%s", said, err, logged.String())
-	}
+	startProgram(t, "the boom server", boomServer)
 
 	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(boomPort))))
 	if err != nil {

@@ -51,6 +51,13 @@ func freePort(t *testing.T, network string) int {
 // said on the shim's descriptor that it started (and closed it).
 func startAgnhost(t *testing.T, args ...string) {
 	t.Helper()
+	startProgram(t, "agnhost "+args[0], func(ctx context.Context) error { return agnhost(ctx, args) })
+}
+
+// startProgram runs a built-in program until the test ends, once it has
+// said on the shim's descriptor that it started (and closed it).
+func startProgram(t *testing.T, name string, run func(context.Context) error) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +66,7 @@ func startAgnhost(t *testing.T, args ...string) {
 	readyFile.Store(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- agnhost(ctx, args) }()
+	go func() { done <- run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -68,7 +75,7 @@ func startAgnhost(t *testing.T, args ...string) {
 	})
 	_ = r.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if said, err := io.ReadAll(r); err != nil || string(said) != "ok" {
-		t.Fatalf("agnhost %s said %q (%v), want ok and the end of the pipe", args[0], said, err)
+		t.Fatalf("%s said %q (%v), want ok and the end of the pipe", name, said, err)
 	}
 }
 
