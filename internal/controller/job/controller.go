@@ -71,6 +71,7 @@ type Controller struct {
 	podEvents    controllerref.PodEvents[*batchv1.Job]
 	clock        clock.PassiveClock
 	backoff      *backoffStore
+	releasing    *releasing
 	// written holds, by job key, the resource version of the controller's
 	// last status write until the informer shows it: a sync on an older
 	// copy would count its pods against stale counts (and make pods that
@@ -92,6 +93,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 		expectations: expectations.New(clock.RealClock{}),
 		clock:        clock.RealClock{},
 		backoff:      newBackoffStore(),
+		releasing:    newReleasing(),
 	}
 	c.queue = controller.NewQueue(d.Metrics, controller.QueueConfig[string]{Name: "job", Sync: c.sync})
 	c.podEvents = controllerref.PodEvents[*batchv1.Job]{
@@ -115,6 +117,7 @@ func New(ctx context.Context, d controller.Deps, opts Options) (*Controller, err
 				if key, ok := informer.Key(obj); ok {
 					c.expectations.Forget(key)
 					c.backoff.forget(key)
+					c.releasing.forget(key)
 					c.queue.Add(key)
 				}
 			},
@@ -171,8 +174,9 @@ func (c *Controller) updatePod(old, cur any) {
 	if oldPod.ResourceVersion == curPod.ResourceVersion {
 		return
 	}
-	if curPod.DeletionTimestamp != nil && oldPod.DeletionTimestamp == nil {
-		if key, ok := ownerKey(curPod); ok {
+	if key, ok := ownerKey(curPod); ok {
+		c.releasing.observed(key, curPod)
+		if curPod.DeletionTimestamp != nil && oldPod.DeletionTimestamp == nil {
 			c.expectations.DeletionObserved(key, curPod.Namespace+"/"+curPod.Name)
 		}
 	}
@@ -190,6 +194,7 @@ func (c *Controller) deletePod(obj any) {
 	}
 	if key, ok := ownerKey(pod); ok {
 		c.expectations.DeletionObserved(key, pod.Namespace+"/"+pod.Name)
+		c.releasing.forget(key, pod)
 		c.queue.Add(key)
 	}
 }
@@ -245,6 +250,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	pods = c.releasing.apply(key, pods)
 	mayAct, wait := c.expectations.Satisfied(key)
 	if !mayAct {
 		c.queue.AddAfter(key, wait)

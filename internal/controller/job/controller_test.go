@@ -135,10 +135,14 @@ func TestBackoffLimitExceeded(t *testing.T) {
 	c := run(t, cs)
 	waitPods(t, cs, 1)
 	finish(t, cs, 3)
-	// The replacement waits out the back-off of the first failure.
+	// The replacement waits out the back-off of the first failure, which
+	// is counted (so that no later sync observes it again).
 	controllertest.Eventually(t, func() string {
 		if w := c.backoff.remaining("default/broken", time.Now()); w < 5*time.Second {
 			return fmt.Sprintf("back-off %s after one failure, want about 10s", w)
+		}
+		if st := jobStatus(t, cs, "broken"); st.Failed != 1 {
+			return fmt.Sprintf("failed %d, want 1", st.Failed)
 		}
 		return ""
 	})
@@ -370,5 +374,30 @@ func TestIndexBackoff(t *testing.T) {
 	failed.Annotations[batchv1.JobIndexFailureCountAnnotation] = "x"
 	if got := indexBackoff(failed, now); got != 10*time.Second {
 		t.Errorf("a count that does not parse counts 0: %s", got)
+	}
+}
+
+// A pod whose finalizer removal is under way counts as let go until the
+// informer shows it: a stale copy still carrying the finalizer is not
+// counted twice.
+func TestReleasingHidesTheFinalizerUntilObserved(t *testing.T) {
+	r := newReleasing()
+	stale := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u1", Finalizers: []string{batchv1.JobTrackingFinalizer, "other"}}}
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", UID: "u2", Finalizers: []string{batchv1.JobTrackingFinalizer}}}
+	r.expect("ns/j", []*corev1.Pod{stale})
+	got := r.apply("ns/j", []*corev1.Pod{stale, other})
+	if hasFinalizer(got[0]) || !slices.Contains(got[0].Finalizers, "other") || !hasFinalizer(stale) || got[1] != other {
+		t.Fatalf("applied: %v %v (stale %v)", got[0].Finalizers, got[1].Finalizers, stale.Finalizers)
+	}
+	// Still shown with the finalizer: still expected.
+	r.observed("ns/j", stale)
+	if got := r.apply("ns/j", []*corev1.Pod{stale}); hasFinalizer(got[0]) {
+		t.Fatal("a stale update ended the expectation")
+	}
+	gone := stale.DeepCopy()
+	gone.Finalizers = []string{"other"}
+	r.observed("ns/j", gone)
+	if got := r.apply("ns/j", []*corev1.Pod{stale}); !hasFinalizer(got[0]) {
+		t.Fatal("the expectation outlived the update that showed the finalizer gone")
 	}
 }

@@ -567,8 +567,11 @@ func (c *Controller) track(ctx context.Context, s *syncState, fin *finishing, ol
 			release = append(release, p)
 		}
 	}
+	key := job.Namespace + "/" + job.Name
+	c.releasing.expect(key, release)
 	removeErr := c.removeFinalizers(ctx, release)
 	if removeErr != nil {
+		c.releasing.forget(key, release...)
 		// Count only what is known to be let go: the rest next time.
 		release = nil
 	}
