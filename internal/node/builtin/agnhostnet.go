@@ -80,7 +80,7 @@ func closeWaitServer(ctx context.Context, logger *log.Logger, o closeWaitOptions
 		return fmt.Errorf("half-close: %w", err)
 	}
 	logger.Printf("Server sent FIN, waiting %v seconds", o.PostFinTimeoutSeconds)
-	wait(ctx, o.postFin())
+	sleepCtx(ctx, o.postFin())
 	logger.Printf("Done")
 	return nil
 }
@@ -108,17 +108,7 @@ func closeWaitClient(ctx context.Context, logger *log.Logger, o closeWaitOptions
 		return errors.New("got data but expected EOF")
 	}
 	logger.Printf("Server has half-closed the connection, waiting %v seconds", o.PostFinTimeoutSeconds)
-	wait(ctx, o.postFin())
+	sleepCtx(ctx, o.postFin())
 	logger.Printf("Done")
 	return nil
-}
-
-// wait returns after d, or when ctx ends.
-func wait(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

@@ -115,12 +115,7 @@ func holdConnections(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) e
 // holdThenClose closes c after boomHold, or sooner if ctx ends.
 func holdThenClose(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	t := time.NewTimer(boomHold)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	sleepCtx(ctx, boomHold)
 }
 
 // boomWatcher watches, on a raw socket bound to one of the pod's
