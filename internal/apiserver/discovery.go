@@ -167,11 +167,7 @@ func newDiscovery(set *registry.Set) *discovery {
 		sort.SliceStable(g.Versions, func(a, b int) bool {
 			return version.CompareKubeAwareVersionStrings(g.Versions[a].Version, g.Versions[b].Version) > 0
 		})
-		group := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: g.Name}
-		for _, v := range g.Versions {
-			group.Versions = append(group.Versions, metav1.GroupVersionForDiscovery{GroupVersion: g.Name + "/" + v.Version, Version: v.Version})
-		}
-		group.PreferredVersion = group.Versions[0]
+		group := legacyGroup(*g)
 		d.byGroup[g.Name] = group
 		d.groupList.Groups = append(d.groupList.Groups, group)
 	}
@@ -220,8 +216,10 @@ func wantsAggregated(r *http.Request) bool {
 	return false
 }
 
-// serve answers discovery paths; it reports false for other paths.
-func (d *discovery) serve(w http.ResponseWriter, r *http.Request) bool {
+// serve answers discovery paths, with the groups of aggregated
+// APIServices (extra) beside the served ones; it reports false for other
+// paths.
+func (d *discovery) serve(w http.ResponseWriter, r *http.Request, extra []apidiscoveryv2.APIGroupDiscovery) bool {
 	p := strings.TrimSuffix(r.URL.Path, "/")
 	switch {
 	case p == "/api":
@@ -232,9 +230,18 @@ func (d *discovery) serve(w http.ResponseWriter, r *http.Request) bool {
 		}
 	case p == "/apis":
 		if wantsAggregated(r) {
-			writeAggregated(w, d.groups)
+			groups := d.groups
+			groups.Items = mergeGroups(d.groups.Items, extra)
+			writeAggregated(w, groups)
 		} else {
-			writeJSONValue(w, http.StatusOK, d.groupList)
+			list := d.groupList
+			if len(extra) > 0 {
+				list.Groups = nil
+				for _, g := range mergeGroups(d.groups.Items, extra) {
+					list.Groups = append(list.Groups, legacyGroup(g))
+				}
+			}
+			writeJSONValue(w, http.StatusOK, list)
 		}
 	case p == "/api/v1":
 		writeJSONValue(w, http.StatusOK, d.byGV["v1"])
@@ -242,8 +249,14 @@ func (d *discovery) serve(w http.ResponseWriter, r *http.Request) bool {
 		rest := strings.TrimPrefix(p, "/apis/")
 		switch strings.Count(rest, "/") {
 		case 0:
+			i := slices.IndexFunc(extra, func(g apidiscoveryv2.APIGroupDiscovery) bool { return g.Name == rest })
 			g, ok := d.byGroup[rest]
-			if !ok {
+			switch {
+			case i >= 0:
+				merged := mergeGroups(d.groups.Items, extra)
+				j := slices.IndexFunc(merged, func(g apidiscoveryv2.APIGroupDiscovery) bool { return g.Name == rest })
+				g = legacyGroup(merged[j])
+			case !ok:
 				return false
 			}
 			writeJSONValue(w, http.StatusOK, g)
@@ -260,6 +273,48 @@ func (d *discovery) serve(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// mergeGroups lays the aggregated groups over the served ones: a version
+// both have is the aggregated one's (its APIService proxies it), other
+// aggregated versions follow the group's own, and new groups follow the
+// served ones.
+func mergeGroups(served, extra []apidiscoveryv2.APIGroupDiscovery) []apidiscoveryv2.APIGroupDiscovery {
+	if len(extra) == 0 {
+		return served
+	}
+	out := slices.Clone(served)
+	for _, e := range extra {
+		i := slices.IndexFunc(out, func(g apidiscoveryv2.APIGroupDiscovery) bool { return g.Name == e.Name })
+		if i < 0 {
+			out = append(out, e)
+			continue
+		}
+		g := out[i]
+		g.Versions = slices.Clone(g.Versions)
+		for _, v := range e.Versions {
+			if j := slices.IndexFunc(g.Versions, func(x apidiscoveryv2.APIVersionDiscovery) bool { return x.Version == v.Version }); j >= 0 {
+				g.Versions[j] = v
+			} else {
+				g.Versions = append(g.Versions, v)
+			}
+		}
+		out[i] = g
+	}
+	return out
+}
+
+// legacyGroup is the APIGroup of a group's discovery, its first version
+// preferred.
+func legacyGroup(g apidiscoveryv2.APIGroupDiscovery) metav1.APIGroup {
+	group := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: g.Name}
+	for _, v := range g.Versions {
+		group.Versions = append(group.Versions, metav1.GroupVersionForDiscovery{GroupVersion: g.Name + "/" + v.Version, Version: v.Version})
+	}
+	if len(group.Versions) > 0 {
+		group.PreferredVersion = group.Versions[0]
+	}
+	return group
 }
 
 func writeAggregated(w http.ResponseWriter, v apidiscoveryv2.APIGroupDiscoveryList) {

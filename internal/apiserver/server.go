@@ -18,10 +18,12 @@ import (
 	"sync"
 	"time"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/svcnet/svcnet/internal/admission"
 	"github.com/svcnet/svcnet/internal/auth/authn"
@@ -57,6 +59,18 @@ type Config struct {
 	Issuer http.Handler
 	// Admission, if set, may refuse each write before it is stored.
 	Admission admission.Plugin
+	// Aggregator, if set, serves the group versions of APIServices that
+	// name a Service.
+	Aggregator Aggregator
+}
+
+// Aggregator is kube-aggregator's part of the server (internal/aggregator).
+type Aggregator interface {
+	// ServeHTTP proxies an authorized request of user u whose path lies
+	// under an aggregated group version, reporting whether it did.
+	ServeHTTP(w http.ResponseWriter, r *http.Request, u user.Info) bool
+	// Groups is the discovery of the aggregated group versions.
+	Groups() []apidiscoveryv2.APIGroupDiscovery
 }
 
 // Server is the API server's HTTP handler and write path.
@@ -75,6 +89,7 @@ type Server struct {
 	authz      authz.Authorizer
 	issuer     http.Handler
 	admission  admission.Plugin
+	aggregator Aggregator
 }
 
 // New builds a Server. The resource set must include namespaces.
@@ -96,6 +111,7 @@ func New(c Config) (*Server, error) {
 		authz:      c.Authorizer,
 		issuer:     c.Issuer,
 		admission:  c.Admission,
+		aggregator: c.Aggregator,
 	}
 	s.kubelet = &http.Client{Transport: &http.Transport{TLSClientConfig: s.kubeletTLS}}
 	if s.authn == nil {
@@ -212,7 +228,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRawJSON(w, http.StatusOK, map[string][]string{"paths": s.discovery.get(s.resources).paths()})
 		return
 	}
-	if s.discovery.get(s.resources).serve(w, r) {
+	var aggregated []apidiscoveryv2.APIGroupDiscovery
+	if s.aggregator != nil {
+		u, _ := authn.UserFrom(r.Context())
+		if s.aggregator.ServeHTTP(w, r, u) {
+			return
+		}
+		aggregated = s.aggregator.Groups()
+	}
+	if s.discovery.get(s.resources).serve(w, r, aggregated) {
 		return
 	}
 	ri, ok := s.resolve(r)

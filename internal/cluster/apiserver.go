@@ -32,6 +32,7 @@ import (
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 
 	"github.com/svcnet/svcnet/internal/admission/webhook"
+	aggregatorpkg "github.com/svcnet/svcnet/internal/aggregator"
 	"github.com/svcnet/svcnet/internal/allocator"
 	"github.com/svcnet/svcnet/internal/apiextensions"
 	"github.com/svcnet/svcnet/internal/apiserver"
@@ -41,6 +42,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controlplane"
 	"github.com/svcnet/svcnet/internal/controlplane/apfbootstrap"
 	"github.com/svcnet/svcnet/internal/controlplane/autoregister"
+	"github.com/svcnet/svcnet/internal/controlplane/clusterauthenticationtrust"
 	"github.com/svcnet/svcnet/internal/controlplane/defaultservicecidr"
 	"github.com/svcnet/svcnet/internal/controlplane/schedulingbootstrap"
 	"github.com/svcnet/svcnet/internal/events"
@@ -274,8 +276,32 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		a.stopStorage()
 		return nil, err
 	}
-	srv, err := apiserver.New(apiserver.Config{
-		Store: store, Resources: set, OpenAPI: oapi, KubeletTLS: kubeletTLS,
+	aggregator, err := aggregatorclient.NewForConfig(lb.Config())
+	if err != nil {
+		a.stopStorage()
+		return nil, fmt.Errorf("apiregistration client: %w", err)
+	}
+	// As kube-aggregator in front of kube-apiserver: APIServices naming a
+	// Service are proxied to it with the front-proxy client certificate,
+	// which extension servers trust through
+	// kube-system/extension-apiserver-authentication.
+	trust, proxyClient, err := frontProxy(ca, o.caDir(), o.DataDir)
+	if err != nil {
+		a.stopStorage()
+		return nil, err
+	}
+	var srv *apiserver.Server
+	agg, err := aggregatorpkg.New(aggregatorpkg.Config{Client: aggregator, Kube: loopback, ProxyClientCert: proxyClient,
+		Dial: func(ctx context.Context, namespace, name string, port int32) (net.Conn, error) {
+			return srv.DialService(ctx, namespace, name, port)
+		},
+		Metrics: controller.NewMetrics(prometheus.NewRegistry())})
+	if err != nil {
+		a.stopStorage()
+		return nil, fmt.Errorf("aggregator: %w", err)
+	}
+	srv, err = apiserver.New(apiserver.Config{
+		Store: store, Resources: set, OpenAPI: oapi, KubeletTLS: kubeletTLS, Aggregator: agg,
 		Authenticator: auth.authn, Authorizer: auth.chain, Admission: auth.admission, Loopback: lb,
 		Issuer: serviceaccount.Discovery(serviceaccount.DefaultIssuer, auth.key),
 		Version: version.Info{Major: "1", Minor: minorOf(KubernetesVersion), GitVersion: KubernetesVersion,
@@ -311,11 +337,6 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	}
 	// As kube-aggregator's autoregistration: an APIService for every
 	// served group version, custom resources' included.
-	aggregator, err := aggregatorclient.NewForConfig(lb.Config())
-	if err != nil {
-		a.stopStorage()
-		return nil, fmt.Errorf("apiregistration client: %w", err)
-	}
 	apiServices, err := autoregister.New(aggregator, set, controller.NewMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		a.stopStorage()
@@ -340,7 +361,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	// bootstrap's writes, which they would wait for.
 	err = auth.start(informerCtx, bctx)
 	if err == nil {
-		err = bootstrap(bctx, srv, repair, kubeSvc, defaultCIDR, loopback)
+		err = bootstrap(bctx, srv, repair, kubeSvc, defaultCIDR, loopback, trust)
 	}
 	if err == nil && !cache.WaitForCacheSync(bctx.Done(), crds.HasSynced) {
 		err = fmt.Errorf("custom resource definitions not read: %w", bctx.Err())
@@ -398,10 +419,14 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		// It starts once the stored custom resource definitions are
 		// served (bootstrap waited for them), so that its first sync
 		// keeps their APIServices.
-		apiServicesDone := make(chan struct{})
+		apiServicesDone, aggDone := make(chan struct{}), make(chan struct{})
 		go func() {
 			apiServices.Run(ctx)
 			close(apiServicesDone)
+		}()
+		go func() {
+			agg.Run(ctx)
+			close(aggDone)
 		}()
 		err := srv.Serve(ctx, tlsConfig, lns...)
 		stopPolicy()
@@ -410,6 +435,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		<-cidrDone
 		<-metricsDone
 		<-apiServicesDone
+		<-aggDone
 		<-ipsDone
 		a.stopStorage()
 		a.done <- err
@@ -478,11 +504,12 @@ const repairInterval = 3 * time.Minute
 // bootstrap prepares the store before the API is served: the initial
 // namespaces, upstream's default RBAC policy, the API Priority and
 // Fairness configuration, the system PriorityClasses (which the first pods
-// name), the allocation bitmaps repaired from the stored Services, the
+// name), the ConfigMap extension API servers read their client trust
+// from, the allocation bitmaps repaired from the stored Services, the
 // kubernetes Service with this API server in its endpoints, and the
 // default ServiceCIDR.
 func bootstrap(ctx context.Context, srv *apiserver.Server, repair *controlplane.Repair, kubeSvc *controlplane.KubernetesService,
-	defaultCIDR *defaultservicecidr.Controller, loopback kubernetes.Interface) error {
+	defaultCIDR *defaultservicecidr.Controller, loopback kubernetes.Interface, trust clusterauthenticationtrust.Info) error {
 	if err := srv.Bootstrap(ctx); err != nil {
 		return err
 	}
@@ -494,6 +521,9 @@ func bootstrap(ctx context.Context, srv *apiserver.Server, repair *controlplane.
 	}
 	if err := schedulingbootstrap.Ensure(ctx, loopback); err != nil {
 		return fmt.Errorf("system priority classes: %w", err)
+	}
+	if err := clusterauthenticationtrust.Ensure(ctx, loopback, trust); err != nil {
+		return err
 	}
 	if err := repair.Alloc.IPs.Sync(ctx); err != nil {
 		return err
@@ -629,4 +659,25 @@ func (a *APIServer) certificates(ca *pki.CA, dataDir, host, port string, service
 		MinVersion:   tls.VersionTLS12,
 		NextProtos:   []string{"h2", "http/1.1"},
 	}, nil
+}
+
+// frontProxy loads or creates the front-proxy CA (in the CA directory,
+// shared by API servers on one etcd, as kubeadm's front-proxy-ca) and this
+// server's front-proxy client certificate, and says what the cluster's
+// authentication trust ConfigMap holds.
+func frontProxy(ca *pki.CA, caDir, dataDir string) (clusterauthenticationtrust.Info, tls.Certificate, error) {
+	fp, err := pki.LoadOrCreateNamedCA(caDir, "front-proxy-ca", "front-proxy-ca")
+	if err != nil {
+		return clusterauthenticationtrust.Info{}, tls.Certificate{}, fmt.Errorf("front-proxy CA: %w", err)
+	}
+	pair, err := fp.Client(filepath.Join(dataDir, "pki"), "front-proxy-client", clusterauthenticationtrust.ProxyClientName, nil)
+	if err != nil {
+		return clusterauthenticationtrust.Info{}, tls.Certificate{}, fmt.Errorf("front-proxy client certificate: %w", err)
+	}
+	cert, err := pair.TLS()
+	if err != nil {
+		return clusterauthenticationtrust.Info{}, tls.Certificate{}, fmt.Errorf("load the front-proxy client certificate: %w", err)
+	}
+	return clusterauthenticationtrust.Info{ClientCA: ca.CertPEM, RequestHeaderCA: fp.CertPEM,
+		RequestHeaderAllowed: []string{clusterauthenticationtrust.ProxyClientName}}, cert, nil
 }

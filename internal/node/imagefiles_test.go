@@ -6,6 +6,7 @@ import (
 	"image/jpeg"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -32,8 +33,8 @@ func TestUpdateDemoImages(t *testing.T) {
 			t.Errorf("%s runs (-want +got):\n%s", name, d)
 		}
 		files := table[imageName(c.Image)].Files
-		if len(files) != 2 || files["/data.json"] != data {
-			t.Errorf("%s: files %q, want /data.json %q and the picture", name, files, data)
+		if len(files) != 3 || files["/data.json"] != data || !strings.Contains(files["/etc/os-release"], `NAME="Alpine Linux"`) {
+			t.Errorf("%s: files %q, want /data.json %q, the picture and agnhost's Alpine /etc/os-release", name, files, data)
 		}
 		pic, err := jpeg.Decode(bytes.NewReader([]byte(files["/"+name+".jpg"])))
 		if err != nil || pic.Bounds().Dx() == 0 {

@@ -22,7 +22,7 @@ import (
 type Image struct {
 	// Builtin names a program built into svcnet (nginx, httpd, agnhost,
 	// http-echo, pause, coredns, ingress-controller,
-	// regression-issue-74839).
+	// regression-issue-74839, sample-apiserver, etcd).
 	Builtin string `json:"builtin,omitempty"`
 	// Host is a host executable that plays the image's binaries, as the
 	// host's busybox plays busybox's applets (chosen by argv[0]).
@@ -56,6 +56,15 @@ type Image struct {
 	Files map[string]string `json:"files,omitempty"`
 }
 
+// alpineOSRelease is alpine:3.21's /etc/os-release.
+const alpineOSRelease = `NAME="Alpine Linux"
+ID=alpine
+VERSION_ID=3.21.3
+PRETTY_NAME="Alpine Linux v3.21"
+HOME_URL="https://alpinelinux.org/"
+BUG_REPORT_URL="https://gitlab.alpinelinux.org/alpine/aports/-/issues"
+`
+
 // ImageTable maps image names (without tag or digest, docker.io/library/
 // implied) to how they run.
 type ImageTable map[string]Image
@@ -67,15 +76,26 @@ func DefaultImages() ImageTable {
 	// Without arguments it pauses (its CMD), as upstream's DaemonSet
 	// conformance pods expect.
 	// Its image holds coredns too, which upstream's DNS tests run.
+	// Its base is alpine:3.21, whose /etc/os-release it keeps (upstream's
+	// ImageVolume test reads it from the kitten image, built on agnhost).
 	agnhost := Image{Builtin: builtin.Agnhost, Binaries: []string{"/agnhost", "/agnhost-2", "agnhost"}, Cmd: []string{"pause"}, Applets: "busybox",
 		Programs: map[string]string{"/coredns": builtin.CoreDNS}, LocalhostCert: true,
-		Executables: []string{"curl", "wget", "nc", "dig", "nslookup", "host", "ip", "getent"}}
+		Executables: []string{"curl", "wget", "nc", "dig", "nslookup", "host", "ip", "getent"},
+		Files:       map[string]string{"/etc/os-release": alpineOSRelease}}
 	pause := Image{Builtin: builtin.Pause, Binaries: []string{"/pause", "pause"}}
 	busybox := Image{Host: "busybox", Cmd: []string{"sh"}}
 	coredns := Image{Builtin: builtin.CoreDNS, Binaries: []string{"/coredns", "coredns"}}
 	kubectl := Image{Entrypoint: []string{"kubectl"}, Executables: []string{"kubectl"}}
 	ingress := Image{Builtin: builtin.IngressController, Binaries: []string{"/svcnet-ingress", "svcnet-ingress"}}
 	nautilus, kitten := updateDemoImage(agnhost, "nautilus", paintNautilus), updateDemoImage(agnhost, "kitten", paintKitten)
+	// upstream's sample-apiserver image: Alpine, the server at
+	// /sample-apiserver (its ENTRYPOINT).
+	sampleAPIServer := Image{Builtin: builtin.SampleAPIServer, Binaries: []string{"/sample-apiserver"},
+		Entrypoint: []string{"/sample-apiserver"}, Applets: "busybox"}
+	// Kubernetes' etcd image: etcd at /usr/local/bin, no ENTRYPOINT or
+	// CMD; etcd's own images run it by their CMD.
+	k8sEtcd := Image{Builtin: builtin.Etcd, Binaries: []string{"/usr/local/bin/etcd", "etcd"}}
+	etcd := Image{Builtin: builtin.Etcd, Binaries: []string{"/usr/local/bin/etcd", "etcd"}, Cmd: []string{"/usr/local/bin/etcd"}}
 	return ImageTable{
 		"nginx":                       {Builtin: builtin.Nginx, Binaries: []string{"nginx", "/usr/sbin/nginx", "/docker-entrypoint.sh"}},
 		"nginxinc/nginx-unprivileged": {Builtin: builtin.Nginx, Binaries: []string{"nginx", "/usr/sbin/nginx"}},
@@ -110,6 +130,14 @@ func DefaultImages() ImageTable {
 		// The server of upstream's conntrack test for invalid
 		// out-of-window segments (kubernetes#74839).
 		"registry.k8s.io/e2e-test-images/regression-issue-74839": {Builtin: builtin.BoomServer, Binaries: []string{"/regression-issue-74839"}},
+		// The aggregated API server of upstream's Aggregator conformance
+		// test, with an etcd of its own in the pod.
+		"registry.k8s.io/e2e-test-images/sample-apiserver": sampleAPIServer,
+		"k8s.gcr.io/e2e-test-images/sample-apiserver":      sampleAPIServer,
+		"registry.k8s.io/etcd":                             k8sEtcd,
+		"k8s.gcr.io/etcd":                                  k8sEtcd,
+		"gcr.io/etcd-development/etcd":                     etcd,
+		"quay.io/coreos/etcd":                              etcd,
 		// kube-proxy's base image, with the netfilter tools: upstream's
 		// tests read a node's conntrack table from it.
 		"registry.k8s.io/build-image/distroless-iptables": {Applets: "busybox", Cmd: []string{"sh"},

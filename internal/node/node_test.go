@@ -120,6 +120,14 @@ func TestResolveImages(t *testing.T) {
 		// agnhost's image holds coredns, which upstream's DNS tests run.
 		{corev1.Container{Image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1", Command: []string{"/coredns"}, Args: []string{"-conf", "/etc/coredns/Corefile"}},
 			[]string{"/svcnet", "node", "image", "coredns", "--ports=", "--", "/coredns", "-conf", "/etc/coredns/Corefile"}},
+		// The pod of upstream's Aggregator conformance test: the
+		// sample-apiserver by its image's ENTRYPOINT, etcd by its path.
+		{corev1.Container{Image: "registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2", Args: []string{"--etcd-servers=http://127.0.0.1:2379", "--audit-log-path=-"}},
+			[]string{"/svcnet", "node", "image", "sample-apiserver", "--ports=", "--", "/sample-apiserver", "--etcd-servers=http://127.0.0.1:2379", "--audit-log-path=-"}},
+		{corev1.Container{Image: "registry.k8s.io/etcd:3.7.0-0", Command: []string{"/usr/local/bin/etcd", "--listen-client-urls", "http://127.0.0.1:2379"}},
+			[]string{"/svcnet", "node", "image", "etcd", "--ports=", "--", "/usr/local/bin/etcd", "--listen-client-urls", "http://127.0.0.1:2379"}},
+		{corev1.Container{Image: "gcr.io/etcd-development/etcd:v3.6.5"},
+			[]string{"/svcnet", "node", "image", "etcd", "--ports=", "--", "/usr/local/bin/etcd"}},
 	} {
 		cmd, err := table.resolve("/svcnet", &tc.c)
 		if err != nil {

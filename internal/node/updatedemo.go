@@ -6,6 +6,7 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"maps"
 	"math"
 )
 
@@ -17,10 +18,9 @@ import (
 func updateDemoImage(agnhost Image, name string, paint func(x, y float64) color.RGBA) Image {
 	img := agnhost
 	img.Cmd = []string{"test-webserver"}
-	img.Files = map[string]string{
-		"/data.json":        fmt.Sprintf("{\n  \"image\": \"%s.jpg\"\n}\n", name),
-		"/" + name + ".jpg": drawJPEG(paint),
-	}
+	img.Files = maps.Clone(agnhost.Files)
+	img.Files["/data.json"] = fmt.Sprintf("{\n  \"image\": \"%s.jpg\"\n}\n", name)
+	img.Files["/"+name+".jpg"] = drawJPEG(paint)
 	return img
 }
 

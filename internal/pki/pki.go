@@ -45,8 +45,12 @@ type Pair struct {
 func (p Pair) TLS() (tls.Certificate, error) { return tls.X509KeyPair(p.CertPEM, p.KeyPEM) }
 
 // LoadOrCreateCA reads dir/ca.crt and dir/ca.key, creating them if absent.
-func LoadOrCreateCA(dir string) (*CA, error) {
-	p, err := loadPair(dir, "ca")
+func LoadOrCreateCA(dir string) (*CA, error) { return LoadOrCreateNamedCA(dir, "ca", "svcnet-ca") }
+
+// LoadOrCreateNamedCA reads dir/name.crt and dir/name.key, creating a CA
+// named cn there if absent (kubeadm's front-proxy-ca beside its ca).
+func LoadOrCreateNamedCA(dir, name, cn string) (*CA, error) {
+	p, err := loadPair(dir, name)
 	if err == nil {
 		return parseCA(p)
 	}
@@ -59,7 +63,7 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "svcnet-ca"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
@@ -74,7 +78,7 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := savePair(dir, "ca", pair); err != nil {
+	if err := savePair(dir, name, pair); err != nil {
 		return nil, err
 	}
 	return parseCA(pair)

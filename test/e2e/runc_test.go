@@ -387,8 +387,9 @@ spec:
 	// Image volumes: an image's root file system, read-only, in the pod,
 	// from a pulled image (held from the garbage collector, which runs at
 	// any usage here) and from an assembled one (upstream's kitten, with
-	// its /data.json); the mounts go with the pod.
-	c.pod("imagevol", "busybox", `    command: [sh, -c, 'ls /pulled/bin/busybox /kitten/data.json && (touch /pulled/x || echo write-refused); exec sleep 3600']
+	// its /data.json and its Alpine base's /etc/os-release, which
+	// upstream's ImageVolume test reads); the mounts go with the pod.
+	c.pod("imagevol", "busybox", `    command: [sh, -c, 'ls /pulled/bin/busybox /kitten/data.json && grep ^NAME= /kitten/etc/os-release && (touch /pulled/x || echo write-refused); exec sleep 3600']
     volumeMounts: [{name: pulled, mountPath: /pulled}, {name: kitten, mountPath: /kitten}]
   volumes:
   - {name: pulled, image: {reference: `+image+`, pullPolicy: IfNotPresent}}
@@ -396,7 +397,7 @@ spec:
 `)
 	eventually(t, 60*time.Second, func() string {
 		logs, _ := c.kubectl("", "logs", "imagevol")
-		if !strings.Contains(logs, "/pulled/bin/busybox\n") || !strings.Contains(logs, "/kitten/data.json\n") || !strings.Contains(logs, "write-refused") {
+		if !strings.Contains(logs, "/pulled/bin/busybox\n") || !strings.Contains(logs, "/kitten/data.json\n") || !strings.Contains(logs, "NAME=\"Alpine Linux\"\n") || !strings.Contains(logs, "write-refused") {
 			return fmt.Sprintf("logs of imagevol: %q; events: %s", logs, c.must("get", "events", "--field-selector", "involvedObject.name=imagevol"))
 		}
 		return ""

@@ -17,9 +17,7 @@
 // so that its first sync deletes none of their APIServices.
 //
 // Every APIService without a Service gets the condition Available=True,
-// reason Local. APIServices naming a Service are stored and listed, but
-// nothing proxies to them or judges their availability: their status is
-// what clients write.
+// reason Local. APIServices naming a Service are internal/aggregator's.
 package autoregister
 
 import (

@@ -8,11 +8,13 @@
 // test-service-account-issuer-discovery, mtlsserver, mtlsclient),
 // hashicorp/http-echo, coredns
 // (svcnet's cluster DNS, configured by a Corefile), the server of
-// upstream's regression-issue-74839 image and svcnet's ingress
-// controller. Each runs as a container's process (`svcnet node image NAME
-// --ports=P,... -- ARGV`, ARGV starting with the path in the image that
-// started it, as agnhost's /agnhost or /agnhost-2), so it sees the pod's
-// network, hostname and signals as the real image would.
+// upstream's regression-issue-74839 image, upstream's sample-apiserver
+// (k8s.io/sample-apiserver's own command), etcd (etcd's own main) and
+// svcnet's ingress controller. Each runs as a container's process
+// (`svcnet node image NAME --ports=P,... -- ARGV`, ARGV starting with the
+// path in the image that started it, as agnhost's /agnhost or
+// /agnhost-2), so it sees the pod's network, hostname and signals as the
+// real image would.
 package builtin
 
 import (
@@ -46,6 +48,11 @@ const (
 	// BoomServer plays upstream's e2e image regression-issue-74839, the
 	// server of its conntrack test for invalid out-of-window segments.
 	BoomServer = "regression-issue-74839"
+	// SampleAPIServer plays upstream's e2e image sample-apiserver, the
+	// wardle.example.com API server of its Aggregator conformance test.
+	SampleAPIServer = "sample-apiserver"
+	// Etcd plays the etcd images: the etcd server itself.
+	Etcd = "etcd"
 )
 
 // PodHeader names the pod in every answer of the built-in web servers.
@@ -103,6 +110,16 @@ func Main(name string, ports []int, argv []string) error {
 	case BoomServer:
 		// Port 9000 and the pod's IPs (POD_IPS, POD_IP), as the image's.
 		return boomServer(ctx)
+	case SampleAPIServer:
+		// Ready by its readiness probe (/readyz) once it serves, as the
+		// image's: it serves only once it has read the cluster's
+		// authentication configuration.
+		ready()
+		return sampleAPIServer(ctx, args)
+	case Etcd:
+		// Ready once it serves clients; SIGTERM ends it as etcd's own
+		// handler does, the process with it.
+		return etcd(argv)
 	}
 	return fmt.Errorf("no built-in program %q", name)
 }

@@ -12,9 +12,9 @@
 // in parentheses when it is not True).
 //
 // Which APIServices exist for the API server's own group versions is the
-// autoregistration loop's business (internal/controlplane/autoregister).
-// Proxying to an APIService's Service is not done: such objects are
-// stored and listed, and their status is what clients write.
+// autoregistration loop's business (internal/controlplane/autoregister);
+// proxying to an APIService's Service and judging its availability is
+// internal/aggregator's.
 package apiservice
 
 import (
