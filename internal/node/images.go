@@ -22,7 +22,7 @@ import (
 type Image struct {
 	// Builtin names a program built into svcnet (nginx, httpd, agnhost,
 	// http-echo, pause, coredns, ingress-controller,
-	// regression-issue-74839, sample-apiserver, etcd).
+	// regression-issue-74839, sample-apiserver, etcd, nonewprivs).
 	Builtin string `json:"builtin,omitempty"`
 	// Host is a host executable that plays the image's binaries, as the
 	// host's busybox plays busybox's applets (chosen by argv[0]).
@@ -49,6 +49,12 @@ type Image struct {
 	// the node puts those the host has, with their libraries, into the
 	// image it assembles; host processes find them on the host's PATH.
 	Executables []string `json:"executables,omitempty"`
+	// Setuid is a path in the image where its built-in program is a copy
+	// of svcnet's executable owned by root with the setuid bit, and runs
+	// from there under runc, as upstream's nonewprivs image has its nnp:
+	// the program gains root's effective uid unless the container may not
+	// escalate privileges. (A host process runs it without the bit.)
+	Setuid string `json:"setuid,omitempty"`
 	// Files are the image's own files, their content by absolute, clean
 	// path (upstream's update-demo images hold their /data.json and
 	// picture): under runc a layer of the image the node assembles, for a
@@ -138,6 +144,10 @@ func DefaultImages() ImageTable {
 		"k8s.gcr.io/etcd":                                  k8sEtcd,
 		"gcr.io/etcd-development/etcd":                     etcd,
 		"quay.io/coreos/etcd":                              etcd,
+		// A setuid-root program that prints its effective uid: upstream's
+		// tests of allowPrivilegeEscalation.
+		"registry.k8s.io/e2e-test-images/nonewprivs": {Builtin: builtin.Nonewprivs, Binaries: []string{"/usr/local/bin/nnp", "nnp"},
+			Cmd: []string{"nnp"}, Setuid: "/usr/local/bin/nnp", Applets: "busybox"},
 		// kube-proxy's base image, with the netfilter tools: upstream's
 		// tests read a node's conntrack table from it.
 		"registry.k8s.io/build-image/distroless-iptables": {Applets: "busybox", Cmd: []string{"sh"},

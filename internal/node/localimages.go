@@ -25,8 +25,9 @@ import (
 // for a built-in program, the ELF interpreter and libraries of svcnet's
 // executable, which is bound read-only into the container at /svcnet; for
 // a host executable, that executable and its libraries; and the host
-// executables the entry lists, with theirs; then the entry's own Files, if
-// any. Each is stored as
+// executables the entry lists, with theirs (and, for an entry with
+// Setuid, a setuid-root copy of svcnet's executable, from which its
+// program runs); then the entry's own Files, if any. Each is stored as
 // localhost/<table name>:svcnet, so that the containers report it and the
 // Node lists it.
 
@@ -124,8 +125,14 @@ func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images
 		// The mount point of the executable.
 		program = append(program, images.File{Path: selfPath, Mode: 0o755})
 		for _, p := range slices.Sorted(maps.Keys(programs)) {
+			if p == entry.Setuid {
+				continue
+			}
 			script := fmt.Sprintf("#!/bin/sh\nexec %s node image %s --ports= -- \"$0\" \"$@\"\n", selfPath, programs[p])
 			program = append(program, images.File{Path: p, Data: []byte(script), Mode: 0o755})
+		}
+		if entry.Setuid != "" {
+			program = append(program, images.File{Path: entry.Setuid, Source: a.cfg.Self, Mode: 0o755 | fs.ModeSetuid})
 		}
 	}
 	if entry.Builtin == "" && entry.Host != "" {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -542,7 +543,7 @@ func (a *Agent) tableImage(ctx context.Context, spec *corev1.Container) (*images
 		return nil, spec, false, err
 	}
 	if run.program != "" {
-		argv := builtinArgv(selfPath, run, spec)
+		argv := builtinArgv(cmp.Or(run.img.Setuid, selfPath), run, spec)
 		spec = spec.DeepCopy()
 		spec.Command, spec.Args = argv, nil
 	}

@@ -437,6 +437,26 @@ spec:
 		})
 	}
 
+	// upstream's nonewprivs image: its setuid-root program gives a user
+	// root's effective uid, unless the container may not escalate
+	// privileges (no_new_privs), as upstream's allowPrivilegeEscalation
+	// tests expect.
+	nnp := map[string]string{"nnp-nil": "{runAsUser: 1000}", "nnp-false": "{runAsUser: 1000, allowPrivilegeEscalation: false}", "nnp-true": "{runAsUser: 1000, allowPrivilegeEscalation: true}"}
+	for pod, sc := range nnp {
+		c.pod(pod, "registry.k8s.io/e2e-test-images/nonewprivs:1.3", "    securityContext: "+sc+"\n  restartPolicy: Never\n")
+	}
+	for pod, want := range map[string]string{"nnp-nil": "Effective uid: 0\n", "nnp-false": "Effective uid: 1000\n", "nnp-true": "Effective uid: 0\n"} {
+		eventually(t, 60*time.Second, func() string {
+			if phase := c.jsonpath("pod", pod, "{.status.phase}"); phase != "Succeeded" {
+				return fmt.Sprintf("pod %s is %s", pod, phase)
+			}
+			if logs, _ := c.kubectl("", "logs", pod); logs != want {
+				return fmt.Sprintf("pod %s says %q, want %q", pod, logs, want)
+			}
+			return ""
+		})
+	}
+
 	// kubectl top reads the container's cgroup: the memory it shows is
 	// within 10% of the cgroup's own counter (the container holds 32 MiB
 	// in its /dev/shm, shared memory, which the working set counts).

@@ -9,8 +9,9 @@
 // hashicorp/http-echo, coredns
 // (svcnet's cluster DNS, configured by a Corefile), the server of
 // upstream's regression-issue-74839 image, upstream's sample-apiserver
-// (k8s.io/sample-apiserver's own command), etcd (etcd's own main) and
-// svcnet's ingress controller. Each runs as a container's process
+// (k8s.io/sample-apiserver's own command), etcd (etcd's own main),
+// upstream's nonewprivs (its effective uid) and svcnet's ingress
+// controller. Each runs as a container's process
 // (`svcnet node image NAME --ports=P,... -- ARGV`, ARGV starting with the
 // path in the image that started it, as agnhost's /agnhost or
 // /agnhost-2), so it sees the pod's network, hostname and signals as the
@@ -53,6 +54,10 @@ const (
 	SampleAPIServer = "sample-apiserver"
 	// Etcd plays the etcd images: the etcd server itself.
 	Etcd = "etcd"
+	// Nonewprivs plays upstream's e2e image nonewprivs: it prints its
+	// effective uid, which its setuid bit makes root's where privilege
+	// escalation is allowed.
+	Nonewprivs = "nonewprivs"
 )
 
 // PodHeader names the pod in every answer of the built-in web servers.
@@ -116,6 +121,9 @@ func Main(name string, ports []int, argv []string) error {
 		// authentication configuration.
 		ready()
 		return sampleAPIServer(ctx, args)
+	case Nonewprivs:
+		_, err := fmt.Printf("Effective uid: %d\n", os.Geteuid())
+		return err
 	case Etcd:
 		// Ready once it serves clients; SIGTERM ends it as etcd's own
 		// handler does, the process with it.

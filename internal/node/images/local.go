@@ -33,8 +33,9 @@ type File struct {
 	Link string
 	// Dir makes it a directory.
 	Dir bool
-	// Mode is its permission bits (and sticky bit); zero: 0755 for a
-	// directory or a Source that is executable, 0644 otherwise.
+	// Mode is its permission bits (and sticky and setuid bits); zero:
+	// 0755 for a directory or a Source that is executable, 0644
+	// otherwise.
 	Mode fs.FileMode
 }
 
@@ -93,6 +94,9 @@ func layerTar(files []File) ([]byte, error) {
 		h := &tar.Header{Name: strings.TrimPrefix(p, "/"), Mode: int64(f.Mode.Perm()), Format: tar.FormatPAX}
 		if f.Mode&fs.ModeSticky != 0 {
 			h.Mode |= 0o1000
+		}
+		if f.Mode&fs.ModeSetuid != 0 {
+			h.Mode |= 0o4000
 		}
 		body := f.Data
 		switch {
