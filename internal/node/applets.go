@@ -24,7 +24,42 @@ import (
 // nc over busybox's). Debian's busybox drops such variables (a Debian
 // patch) and runs its applets first; dash drops them too; bash does
 // neither.
+//
+// Under runc an image played by busybox alone keeps busybox's ash as its
+// `sh` (its messages are those upstream's tests read, such as `can't
+// create /file: Read-only file system`), and only a container whose
+// environment holds a name ash would drop gets bash bound over /bin/sh.
 const imageShell = "bash"
+
+// shellMount is the bind mount that gives a runc container of the table's
+// entry bash for its /bin/sh (see imageShell), or false when busybox's
+// ash serves: an image with host executables has bash there already.
+func shellMount(entry Image, env []string) (bindFile, bool) {
+	if entry.Host != "busybox" && entry.Applets != "busybox" || len(entry.Executables) > 0 {
+		return bindFile{}, false
+	}
+	if !slices.ContainsFunc(env, func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return !shellName(name)
+	}) {
+		return bindFile{}, false
+	}
+	sh, err := exec.LookPath(imageShell)
+	if err != nil {
+		return bindFile{}, false
+	}
+	return bindFile{Source: sh, Target: "/bin/sh", ReadOnly: true}, true
+}
+
+// shellName reports whether name is a POSIX shell variable name.
+func shellName(name string) bool {
+	for i, r := range name {
+		if r != '_' && !('a' <= r && r <= 'z') && !('A' <= r && r <= 'Z') && (i == 0 || !('0' <= r && r <= '9')) {
+			return false
+		}
+	}
+	return name != ""
+}
 
 // appletDir returns the directory of host's applet links under the data
 // dir, making it on first use.

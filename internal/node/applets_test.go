@@ -54,3 +54,30 @@ func TestWithAppletsPutsTheImagesBinFirst(t *testing.T) {
 		t.Fatalf("nginx env = %v (%v), want it unchanged", same, err)
 	}
 }
+
+// Under runc, bash stands in for busybox's ash only for a container whose
+// environment holds a name ash would drop, in an image of busybox alone.
+func TestShellMount(t *testing.T) {
+	if _, err := exec.LookPath(imageShell); err != nil {
+		t.Skip("no bash on this machine")
+	}
+	table := DefaultImages()
+	busybox, agnhost := table["registry.k8s.io/e2e-test-images/busybox"], table["registry.k8s.io/e2e-test-images/agnhost"]
+	for _, tc := range []struct {
+		name  string
+		entry Image
+		env   []string
+		want  bool
+	}{
+		{"shell names", busybox, []string{"PATH=/bin", "_x1=y", "data_1=v"}, false},
+		{"a ConfigMap key", busybox, []string{"PATH=/bin", "data-1=value-1"}, true},
+		{"a leading digit", busybox, []string{"1x=y"}, true},
+		{"image with host executables", agnhost, []string{"data-1=value-1"}, false},
+		{"no busybox", table["nginx"], []string{"data-1=value-1"}, false},
+	} {
+		m, ok := shellMount(tc.entry, tc.env)
+		if ok != tc.want || ok && (m.Target != "/bin/sh" || !m.ReadOnly || filepath.Base(m.Source) != imageShell) {
+			t.Errorf("%s: mount %+v, %v; want %v", tc.name, m, ok, tc.want)
+		}
+	}
+}

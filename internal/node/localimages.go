@@ -147,9 +147,14 @@ func (a *Agent) assemble(ctx context.Context, name string, entry Image) (*images
 	if bb != "" {
 		sh, files, err := hostExecutable(imageShell)
 		switch {
-		case err == nil:
+		case err == nil && len(entry.Executables) > 0:
 			program = append(program, files...)
 			program = append(program, images.File{Path: "/bin/sh", Link: sh})
+		case err == nil:
+			// busybox's ash, a file of its own that a container whose
+			// variables ash would drop gets bash bound over (shellMount).
+			program = append(program, files...)
+			program = append(program, images.File{Path: "/bin/sh", Source: bb})
 		case !errors.Is(err, exec.ErrNotFound):
 			return nil, err
 		}

@@ -563,6 +563,11 @@ func (a *Agent) runcContainer(ctx context.Context, pod *corev1.Pod, sb *sandbox,
 		mounts = append(mounts, bindFile{Source: a.cfg.Self, Target: selfPath, ReadOnly: true})
 		env = append(env, builtinReadyEnv)
 	}
+	if run, known := a.cfg.Images.plan(spec); known {
+		if sh, ok := shellMount(run.img, env); ok {
+			mounts = append(mounts, sh)
+		}
+	}
 	release := a.imageGC.hold(img.ID, time.Now())
 	id := newContainerID()
 	oc, err := a.ociContainer(pod, sb, spec, img, env, mounts, id)

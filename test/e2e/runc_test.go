@@ -355,6 +355,10 @@ spec:
 	c.pod("readonly", image, `    command: [sh, -c, 'echo x > /f || echo write-refused; exec sleep 3600']
     securityContext: {readOnlyRootFilesystem: true}
 `)
+	// The busybox image's shell is busybox's ash, with its messages.
+	c.pod("readonly-busybox", "registry.k8s.io/e2e-test-images/busybox:1.37.0-2", `    command: [/bin/sh, -c, 'echo test > /file; exec sleep 3600']
+    securityContext: {readOnlyRootFilesystem: true}
+`)
 	c.pod("oom", image, `    command: [sh, -c, 'if [ -e /data/ran ]; then exec sleep 3600; fi; touch /data/ran; x=$(head -c 67108864 /dev/zero | tr "\\0" a); echo survived']
     resources: {limits: {memory: 32Mi}}
     volumeMounts: [{name: data, mountPath: /data}]
@@ -373,6 +377,9 @@ spec:
 	eventually(t, 60*time.Second, func() string {
 		if logs, _ := c.kubectl("", "logs", "readonly"); !strings.Contains(logs, "Read-only file system") || !strings.Contains(logs, "write-refused") {
 			return "logs of readonly: " + logs
+		}
+		if logs, _ := c.kubectl("", "logs", "readonly-busybox"); logs != "/bin/sh: can't create /file: Read-only file system\n" {
+			return fmt.Sprintf("logs of readonly-busybox: %q", logs)
 		}
 		return ""
 	})
