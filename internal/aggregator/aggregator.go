@@ -43,6 +43,7 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -143,27 +144,18 @@ func (a *Aggregator) Run(ctx context.Context) {
 	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { a.resync(ctx) })
+	wg.Go(func() { wait.UntilWithContext(ctx, a.resync, resyncPeriod) })
 	a.queue.Run(ctx, 2, a.synced...)
 }
 
-// resync queues every APIService each resyncPeriod until ctx ends.
+// resync queues every APIService; Run calls it every resyncPeriod.
 func (a *Aggregator) resync(ctx context.Context) {
-	t := time.NewTicker(resyncPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		all, err := a.apiServices.List(labels.Everything())
-		if err != nil {
-			continue
-		}
-		for _, s := range all {
-			a.queue.Add(s.Name)
-		}
+	all, err := a.apiServices.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, s := range all {
+		a.queue.Add(s.Name)
 	}
 }
 
