@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -26,12 +24,7 @@ func tokenCommand() *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the API server, an identity that may write Secrets in kube-system (default: $KUBECONFIG, else the data dir's admin kubeconfig, as kubeadm token looks for admin.conf)")
 	client := func() (kubernetes.Interface, error) {
-		if env := filepath.SplitList(os.Getenv(clientcmd.RecommendedConfigPathEnvVar)); kubeconfig == "" && len(env) > 0 {
-			kubeconfig = env[0]
-		}
-		if kubeconfig == "" {
-			kubeconfig = filepath.Join(cluster.DefaultDataDir(), "kubeconfig")
-		}
+		kubeconfig = kubeconfigPath(kubeconfig)
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
