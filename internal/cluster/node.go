@@ -143,6 +143,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	var wg sync.WaitGroup
 	var proxyErr error
 	proxyHealth := &proxy.Health{}
+	frontends := &proxyFrontends{}
 	proxyLog, err := startProxyLog(o, name, proxyHealth)
 	if err != nil {
 		return err
@@ -157,7 +158,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		return err
 	}
 	wg.Go(func() {
-		if proxyErr = runProxy(ctx, o, proxyCfg, name, serviceRanges, proxyHealth); proxyErr != nil {
+		if proxyErr = runProxy(ctx, o, proxyCfg, name, serviceRanges, proxyHealth, frontends); proxyErr != nil {
 			cancel()
 		}
 	})
@@ -196,6 +197,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 		ShutdownGracePeriod:      o.ShutdownGracePeriod,
 		Version:                  KubernetesVersion,
 		StaticPods:               append(append([]node.StaticPod{}, o.StaticPods...), proxyLog.staticPod(o, name)),
+		ProxyFrontends:           frontends,
 	})
 	cancel()
 	wg.Wait()

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	vnetns "github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -31,10 +32,11 @@ const (
 )
 
 // runProxy runs the node's Service proxy until ctx ends, keeping health
-// up to date. It starts once the Node has its pod CIDR, which tells the
-// node's pods from other sources, and its addresses. Its records carry
-// the node's name, which routes them to the node's kube-proxy log.
-func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName string, serviceCIDRs []netip.Prefix, health *proxy.Health) error {
+// up to date and handing its backend's read-back to frontends. It starts
+// once the Node has its pod CIDR, which tells the node's pods from other
+// sources, and its addresses. Its records carry the node's name, which
+// routes them to the node's kube-proxy log.
+func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName string, serviceCIDRs []netip.Prefix, health *proxy.Health, frontends *proxyFrontends) error {
 	if o.ProxyMode != ProxyModeNFTables && o.ProxyMode != ProxyModeUserspace {
 		return fmt.Errorf("--proxy-mode %q: svcnet has %q and %q", o.ProxyMode, ProxyModeNFTables, ProxyModeUserspace)
 	}
@@ -71,6 +73,9 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 	if err != nil {
 		return err
 	}
+	if r, ok := backend.(proxy.FrontendReader); ok {
+		frontends.set(r)
+	}
 	us, userspaceMode := backend.(*userspace.Backend)
 	if userspaceMode {
 		defer us.Cleanup() // its sockets and connections end with the agent
@@ -102,6 +107,31 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 		Logger:        log,
 		Health:        health,
 	})
+}
+
+// proxyFrontends is the node agent's way to the proxy backend's read-back
+// of its data plane (/proxy/frontends), which exists once runProxy has
+// made the backend.
+type proxyFrontends struct {
+	mu sync.Mutex
+	r  proxy.FrontendReader
+}
+
+func (p *proxyFrontends) set(r proxy.FrontendReader) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.r = r
+}
+
+// Frontends reads the backend's frontends back.
+func (p *proxyFrontends) Frontends(ctx context.Context) ([]proxy.Frontend, error) {
+	p.mu.Lock()
+	r := p.r
+	p.mu.Unlock()
+	if r == nil {
+		return nil, apierrors.NewServiceUnavailable("the node's Service proxy has not started yet")
+	}
+	return r.Frontends(ctx)
 }
 
 // newProxyBackend makes mode's backend. Mode nftables falls back to the

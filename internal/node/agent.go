@@ -48,6 +48,7 @@ import (
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/node/images"
 	"github.com/svcnet/svcnet/internal/node/runc"
+	"github.com/svcnet/svcnet/internal/proxy"
 )
 
 // Config configures a node agent.
@@ -109,6 +110,9 @@ type Config struct {
 	// the API as mirror pods; with StopPodsOnExit they are deleted when
 	// the agent stops, as the components stop with it.
 	StaticPods []StaticPod
+	// ProxyFrontends, if set, reads the node's Service proxy's frontends
+	// back from its data plane, for the server's /proxy/frontends.
+	ProxyFrontends proxy.FrontendReader
 }
 
 // Agent is a running node agent.

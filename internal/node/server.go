@@ -24,13 +24,17 @@ import (
 
 	"github.com/svcnet/svcnet/internal/httpserve"
 	"github.com/svcnet/svcnet/internal/pki"
+	"github.com/svcnet/svcnet/internal/proxy"
 )
 
 // server is the node's HTTPS endpoint for the API server, as the kubelet's
 // port 10250: /containerLogs, /exec and /attach/{namespace}/{pod}/{container},
 // /portForward/{namespace}/{pod}, /metrics, /metrics/resource, /stats/summary,
-// /pods, /logs/ and /healthz. Clients must present a certificate of the
-// cluster's CA.
+// /pods, /logs/ and /healthz; and svcnet's /proxy/frontends, the Service
+// proxy's data plane read back. Clients must present a certificate of the
+// cluster's CA: the API server's, which reaches these paths through the
+// nodes/proxy subresource once its authorizer has allowed that, as
+// kube-apiserver reaches the kubelet.
 type server struct {
 	agent *Agent
 	ln    net.Listener
@@ -120,6 +124,9 @@ func (s *server) serve(ctx context.Context) error {
 	mux.HandleFunc("/podProxy/{scheme}/{hostport}/{path...}", s.podProxy)
 	mux.HandleFunc("POST /podConnect/{hostport}", s.podConnect)
 	mux.HandleFunc("GET /pods", s.pods)
+	if s.agent.cfg.ProxyFrontends != nil {
+		mux.HandleFunc("GET /proxy/frontends", s.proxyFrontends)
+	}
 	// As the kubelet's /logs/: the node's log directory, listed and read.
 	mux.Handle("GET /logs/", http.StripPrefix("/logs/", http.FileServer(http.Dir(nodeLogDir))))
 	for _, m := range []string{"GET", "POST"} {
@@ -146,6 +153,23 @@ func (s *server) pods(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(list); err != nil {
 		slog.Debug("write /pods", "err", err)
+	}
+}
+
+// proxyFrontends serves the Service proxy's frontends, read back from its
+// data plane, as a proxy.FrontendList.
+func (s *server) proxyFrontends(w http.ResponseWriter, r *http.Request) {
+	list, err := s.agent.cfg.ProxyFrontends.Frontends(r.Context())
+	if err != nil {
+		writeStatus(w, fmt.Errorf("read the Service proxy's data plane: %w", err))
+		return
+	}
+	if list == nil {
+		list = []proxy.Frontend{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(proxy.FrontendList{Frontends: list}); err != nil {
+		slog.Debug("write /proxy/frontends", "err", err)
 	}
 }
 

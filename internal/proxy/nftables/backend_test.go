@@ -70,7 +70,7 @@ func TestBackendProgramsTheKernel(t *testing.T) {
 	out := nftList(t, ns, "list", "ruleset")
 	t.Log(out)
 	for _, want := range []string{"table ip svcnet", "table ip6 svcnet", "numgen random mod 2 0 goto endpoint-", "dnat to 10.244.0.5:80",
-		"10.96.0.11 . tcp . 8080 : goto service-", "tcp . 30080 : goto external-"} {
+		`10.96.0.11 . tcp . 8080 comment "default/web ClusterIP" : goto service-`, `tcp . 30080 comment "default/web NodePort" : goto external-`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ruleset lacks %q", want)
 		}

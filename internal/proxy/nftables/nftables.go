@@ -6,6 +6,8 @@
 // netlink to the kernel (no nft binary) inside the node's network
 // namespace, and every sync is one netlink batch: a partial sync rewrites
 // only the chains and map elements of the Services that changed.
+// ReadFrontends reads the table back from the kernel: which Service each
+// frontend belongs to and where its rules send it.
 package nftables
 
 import (
@@ -124,17 +126,19 @@ func bigBuffers(c *netlink.Conn) error {
 	return errors.Join(err, serr)
 }
 
-// conn opens an nftables connection into the node's namespace.
-func (b *Backend) conn() (*nftables.Conn, func(), error) {
+// conn opens an nftables connection into the node's namespace, with more
+// options.
+func (b *Backend) conn(opts ...nftables.ConnOption) (*nftables.Conn, func(), error) {
+	opts = append(opts, nftables.WithSockOptions(bigBuffers))
 	if b.netns == "" {
-		c, err := nftables.New(nftables.WithSockOptions(bigBuffers))
+		c, err := nftables.New(opts...)
 		return c, func() {}, err
 	}
 	ns, err := vnetns.GetFromPath(b.netns)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open network namespace %s: %w", b.netns, err)
 	}
-	c, err := nftables.New(nftables.WithNetNSFd(int(ns)), nftables.WithSockOptions(bigBuffers))
+	c, err := nftables.New(append(opts, nftables.WithNetNSFd(int(ns)))...)
 	if err != nil {
 		ns.Close()
 		return nil, nil, fmt.Errorf("nftables in %s: %w", b.netns, err)
@@ -331,12 +335,12 @@ func (p *plan) diff(old, cur *fragment) {
 		curElems[e.id()] = e
 	}
 	for id, e := range oldElems {
-		if c, ok := curElems[id]; !ok || c.verdict != e.verdict {
+		if c, ok := curElems[id]; !ok || c.verdict != e.verdict || c.comment != e.comment {
 			p.delElems = append(p.delElems, e)
 		}
 	}
 	for id, e := range curElems {
-		if o, ok := oldElems[id]; !ok || o.verdict != e.verdict {
+		if o, ok := oldElems[id]; !ok || o.verdict != e.verdict || o.comment != e.comment {
 			p.addElems = append(p.addElems, e)
 		}
 	}
@@ -413,7 +417,7 @@ func (p *plan) apply(conn *nftables.Conn, t *nftables.Table, f family) error {
 	elems := func(list []element, op func(*nftables.Set, []nftables.SetElement) error) {
 		bySet := map[string][]nftables.SetElement{}
 		for _, e := range list {
-			el := nftables.SetElement{Key: e.key}
+			el := nftables.SetElement{Key: e.key, Comment: e.comment}
 			if vmaps[e.set].isMap {
 				v := e.verdict
 				el.VerdictData = &v

@@ -63,6 +63,9 @@ type element struct {
 	key     []byte
 	keyText string
 	verdict expr.Verdict
+	// comment names the Service port and the kind of frontend
+	// (elementComment), which the kernel keeps with the element.
+	comment string
 }
 
 func (e element) id() string { return e.set + " " + e.keyText }
@@ -78,7 +81,23 @@ func (e element) String() string {
 	case expr.VerdictJump:
 		v = "jump " + e.verdict.Chain
 	}
-	return fmt.Sprintf("%s { %s : %s }", e.set, e.keyText, v)
+	comment := ""
+	if e.comment != "" {
+		comment = fmt.Sprintf(" comment %q", e.comment)
+	}
+	return fmt.Sprintf("%s { %s%s : %s }", e.set, e.keyText, comment, v)
+}
+
+// elementComment is the comment of a verdict map's element: upstream's
+// ServicePortName (namespace/name, and :port for a named port), as
+// kube-proxy's, then the kind of frontend, which the rules do not tell
+// apart (an external IP and a load balancer IP go the same way).
+func elementComment(svc types.NamespacedName, p *proxy.ServicePort, kind proxy.FrontendKind) string {
+	name := svc.String()
+	if p.Name != "" {
+		name += ":" + p.Name
+	}
+	return name + " " + string(kind)
 }
 
 // fragment is what one Service (or the table's skeleton) puts into one
@@ -322,26 +341,26 @@ func renderPort(f family, n node, name types.NamespacedName, p *proxy.ServicePor
 			c.noLocalExternal++
 		}
 	}
-	addElem := func(set string, key []byte, keyText string, v expr.Verdict) {
-		fr.elems = append(fr.elems, element{set: set, key: key, keyText: keyText, verdict: v})
+	addElem := func(set string, key []byte, keyText string, v expr.Verdict, kind proxy.FrontendKind) {
+		fr.elems = append(fr.elems, element{set: set, key: key, keyText: keyText, verdict: v, comment: elementComment(name, p, kind)})
 	}
-	addrElem := func(set string, a netip.Addr, v expr.Verdict) {
+	addrElem := func(set string, a netip.Addr, v expr.Verdict, kind proxy.FrontendKind) {
 		k, t := addrPortKey(f, a, p.Protocol, p.Port)
-		addElem(set, k, t, v)
+		addElem(set, k, t, v, kind)
 	}
 	goTo := func(chain string) expr.Verdict { return expr.Verdict{Kind: expr.VerdictGoto, Chain: chain} }
 
 	if hasInternal {
-		addrElem(serviceIPsMap, clusterIP, goTo(internalChain))
+		addrElem(serviceIPsMap, clusterIP, goTo(internalChain), proxy.KindClusterIP)
 	} else {
-		addrElem(noEndpointServices, clusterIP, internalVerdict)
+		addrElem(noEndpointServices, clusterIP, internalVerdict, proxy.KindClusterIP)
 	}
 	for _, a := range inFamily(f, p.ExternalIPs) {
 		if hasEndpoints {
-			addrElem(serviceIPsMap, a, goTo(externalChain))
+			addrElem(serviceIPsMap, a, goTo(externalChain), proxy.KindExternalIP)
 		}
 		if !hasExternal {
-			addrElem(noEndpointServices, a, externalVerdict)
+			addrElem(noEndpointServices, a, externalVerdict, proxy.KindExternalIP)
 		}
 	}
 	lbIPs := inFamily(f, p.LoadBalancerIPs)
@@ -372,22 +391,22 @@ func renderPort(f family, n node, name types.NamespacedName, p *proxy.ServicePor
 	}
 	for _, a := range lbIPs {
 		if hasEndpoints {
-			addrElem(serviceIPsMap, a, goTo(externalChain))
+			addrElem(serviceIPsMap, a, goTo(externalChain), proxy.KindLoadBalancer)
 		}
 		if usesFirewall {
-			addrElem(firewallIPsMap, a, goTo(fwChain))
+			addrElem(firewallIPsMap, a, goTo(fwChain), proxy.KindLoadBalancer)
 		}
 		if !hasExternal {
-			addrElem(noEndpointServices, a, externalVerdict)
+			addrElem(noEndpointServices, a, externalVerdict, proxy.KindLoadBalancer)
 		}
 	}
 	if p.NodePort != 0 {
 		k, t := portKey(p.Protocol, p.NodePort)
 		if hasEndpoints {
-			addElem(serviceNodePorts, k, t, goTo(externalChain))
+			addElem(serviceNodePorts, k, t, goTo(externalChain), proxy.KindNodePort)
 		}
 		if !hasExternal {
-			addElem(noEndpointNodePort, k, t, externalVerdict)
+			addElem(noEndpointNodePort, k, t, externalVerdict, proxy.KindNodePort)
 		}
 	}
 

@@ -71,10 +71,10 @@ chain SVC
 set AFF1 timeout 1m0s
 set AFF0 timeout 1m0s
 element cluster-ips { 10.96.0.11 }
-element firewall-ips { 192.0.2.10 . tcp . 8080 : goto FW }
-element service-ips { 10.96.0.11 . tcp . 8080 : goto SVC }
-element service-ips { 192.0.2.10 . tcp . 8080 : goto EXT }
-element service-nodeports { tcp . 30080 : goto EXT }
+element firewall-ips { 192.0.2.10 . tcp . 8080 comment "default/web LoadBalancer" : goto FW }
+element service-ips { 10.96.0.11 . tcp . 8080 comment "default/web ClusterIP" : goto SVC }
+element service-ips { 192.0.2.10 . tcp . 8080 comment "default/web LoadBalancer" : goto EXT }
+element service-nodeports { tcp . 30080 comment "default/web NodePort" : goto EXT }
 `)
 	if diff := gocmp.Diff(want, got); diff != "" {
 		t.Errorf("rendered ruleset (-want +got):\n%s", diff)
@@ -89,8 +89,8 @@ func TestRenderWithoutUsableEndpoints(t *testing.T) {
 	// No endpoints at all: the cluster IP and the NodePort reject.
 	got := text(renderService(ipv4, testNode, testService("empty", corev1.ProtocolTCP, 30081, 2), &c))
 	want := `element cluster-ips { 10.96.0.12 }
-element no-endpoint-nodeports { tcp . 30081 : goto reject-chain }
-element no-endpoint-services { 10.96.0.12 . tcp . 8080 : goto reject-chain }
+element no-endpoint-nodeports { tcp . 30081 comment "default/empty NodePort" : goto reject-chain }
+element no-endpoint-services { 10.96.0.12 . tcp . 8080 comment "default/empty ClusterIP" : goto reject-chain }
 `
 	if got != want {
 		t.Errorf("without endpoints:\n%s\nwant:\n%s", got, want)
@@ -103,8 +103,8 @@ element no-endpoint-services { 10.96.0.12 . tcp . 8080 : goto reject-chain }
 	s.Ports[0].Endpoints = []proxy.Endpoint{{Addr: netip.MustParseAddr("10.244.1.4"), Port: 53, Ready: true, Serving: true}}
 	got = text(renderService(ipv4, testNode, s, &c))
 	for _, want := range []string{
-		"element no-endpoint-services { 10.96.0.13 . udp . 8080 : drop }",
-		"element service-nodeports { udp . 30082 : goto external-",
+		`element no-endpoint-services { 10.96.0.13 . udp . 8080 comment "default/remote ClusterIP" : drop }`,
+		`element service-nodeports { udp . 30082 comment "default/remote NodePort" : goto external-`,
 		"meta l4proto udp dnat to 10.244.1.4:53",
 	} {
 		if !strings.Contains(got, want) {

@@ -3,6 +3,7 @@ package userspace
 import (
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,6 +52,13 @@ func (b *balancer) update(eps []proxy.Endpoint, affinitySeconds int32) {
 			delete(b.clients, client)
 		}
 	}
+}
+
+// snapshot is a copy of the endpoints.
+func (b *balancer) snapshot() []netip.AddrPort {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.endpoints)
 }
 
 // has reports whether ep is still one of the endpoints.

@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -58,15 +57,18 @@ type Config struct {
 }
 
 // Backend is the userspace proxy. Sync and Cleanup are called from one
-// goroutine (the proxy's sync loop); the connections it proxies run on
-// goroutines of their own, all of which Cleanup stops.
+// goroutine (the proxy's sync loop), Frontends from any; the connections
+// it proxies run on goroutines of their own, all of which Cleanup stops.
 type Backend struct {
 	cfg Config
 	log *slog.Logger
 
 	// Owned by the sync goroutine.
-	ctx       context.Context
-	cancel    context.CancelFunc
+	ctx    context.Context
+	cancel context.CancelFunc
+	// live guards frontends and balancers, which the sync goroutine
+	// changes and Frontends reads.
+	live      sync.RWMutex
 	frontends map[frontendKey]*frontend
 	balancers map[target]*balancer
 	// unbound are the addresses that could not be bound; they are tried
@@ -106,9 +108,10 @@ type target struct {
 	external bool
 }
 
-// frontend is an open socket serving a target.
+// frontend is an open socket serving a target, for one kind of address.
 type frontend struct {
 	target target
+	kind   proxy.FrontendKind
 	sock   io.Closer
 }
 
@@ -132,10 +135,11 @@ func New(c Config) *Backend {
 	return b
 }
 
-// want is what one sync asks for: the sockets with their targets, and
-// each target's endpoints.
+// want is what one sync asks for: the sockets with their targets and
+// kinds, and each target's endpoints.
 type want struct {
 	frontends map[frontendKey]target
+	kinds     map[frontendKey]proxy.FrontendKind
 	endpoints map[target][]proxy.Endpoint
 	affinity  map[target]int32
 }
@@ -145,8 +149,11 @@ type want struct {
 // is recomputed from every Service (it is small); only sockets that change
 // are opened or closed, and open connections keep going.
 func (b *Backend) Sync(_ context.Context, u proxy.Update) (proxy.Stats, error) {
+	b.live.Lock()
+	defer b.live.Unlock()
 	st := proxy.Stats{Objects: map[string]int{}, NoLocalEndpoints: map[string]int{}}
-	w := want{frontends: map[frontendKey]target{}, endpoints: map[target][]proxy.Endpoint{}, affinity: map[target]int32{}}
+	w := want{frontends: map[frontendKey]target{}, kinds: map[frontendKey]proxy.FrontendKind{},
+		endpoints: map[target][]proxy.Endpoint{}, affinity: map[target]int32{}}
 	for name, svc := range u.Services {
 		_, changed := u.Changed[name]
 		for _, p := range svc.Ports {
@@ -168,7 +175,7 @@ func (b *Backend) Sync(_ context.Context, u proxy.Update) (proxy.Stats, error) {
 		bal.update(eps, w.affinity[t])
 	}
 	for k, f := range b.frontends {
-		if t, ok := w.frontends[k]; !ok || t != f.target {
+		if t, ok := w.frontends[k]; !ok || t != f.target || w.kinds[k] != f.kind {
 			f.sock.Close()
 			delete(b.frontends, k)
 		}
@@ -187,7 +194,7 @@ func (b *Backend) Sync(_ context.Context, u proxy.Update) (proxy.Stats, error) {
 		if failed && !u.Full && !changed && prev == t {
 			continue
 		}
-		if err := b.open(k, t); err != nil {
+		if err := b.open(k, t, w.kinds[k]); err != nil {
 			if !failed || prev != t {
 				b.logUnbound(k, t, err)
 			}
@@ -207,9 +214,9 @@ func (b *Backend) Sync(_ context.Context, u proxy.Update) (proxy.Stats, error) {
 
 // plan adds one Service port's sockets and endpoints to w.
 func (b *Backend) plan(w *want, st *proxy.Stats, name types.NamespacedName, p *proxy.ServicePort) {
-	// serve sends ips on the Service port to t: the node's own endpoints
-	// when the traffic policy is Local, else any.
-	serve := func(t target, local bool, policy string, ips []netip.Addr) {
+	// serve sends traffic to t to the node's own endpoints when the
+	// traffic policy is Local, else to any.
+	serve := func(t target, local bool, policy string) {
 		w.endpoints[t] = p.ClusterEndpoints()
 		if local {
 			w.endpoints[t] = p.LocalEndpoints()
@@ -218,18 +225,26 @@ func (b *Backend) plan(w *want, st *proxy.Stats, name types.NamespacedName, p *p
 			}
 		}
 		w.affinity[t] = p.AffinitySeconds
-		for _, ip := range ips {
-			w.frontends[frontendKey{p.Protocol, netip.AddrPortFrom(ip, uint16(p.Port))}] = t
+	}
+	// listen sends ports on addresses of a kind to t.
+	listen := func(t target, kind proxy.FrontendKind, port int32, addrs ...netip.Addr) {
+		for _, a := range addrs {
+			k := frontendKey{p.Protocol, netip.AddrPortFrom(a, uint16(port))}
+			w.frontends[k], w.kinds[k] = t, kind
 		}
 	}
-	serve(target{service: name, port: p.Name}, p.InternalLocal, "internal", p.ClusterIPs)
+	internal := target{service: name, port: p.Name}
+	serve(internal, p.InternalLocal, "internal")
+	listen(internal, proxy.KindClusterIP, p.Port, p.ClusterIPs...)
 	if !p.ExternallyAccessible() {
 		return
 	}
 	external := target{service: name, port: p.Name, external: true}
-	serve(external, p.ExternalLocal, "external", append(slices.Clone(p.ExternalIPs), p.LoadBalancerIPs...))
+	serve(external, p.ExternalLocal, "external")
+	listen(external, proxy.KindExternalIP, p.Port, p.ExternalIPs...)
+	listen(external, proxy.KindLoadBalancer, p.Port, p.LoadBalancerIPs...)
 	if p.NodePort != 0 {
-		w.frontends[frontendKey{p.Protocol, netip.AddrPortFrom(b.cfg.NodePortAddress, uint16(p.NodePort))}] = external
+		listen(external, proxy.KindNodePort, p.NodePort, b.cfg.NodePortAddress)
 	}
 }
 
@@ -246,7 +261,7 @@ func (b *Backend) logUnbound(k frontendKey, t target, err error) {
 }
 
 // open opens k's socket in the node's namespace and starts serving t.
-func (b *Backend) open(k frontendKey, t target) error {
+func (b *Backend) open(k frontendKey, t target, kind proxy.FrontendKind) error {
 	addr, bal, ctx := k.address(), b.balancers[t], b.ctx
 	var f *frontend
 	err := netns.Do(b.cfg.NetNS, func() error {
@@ -256,14 +271,14 @@ func (b *Backend) open(k frontendKey, t target) error {
 			if err != nil {
 				return err
 			}
-			f = &frontend{target: t, sock: ln}
+			f = &frontend{target: t, kind: kind, sock: ln}
 			b.wg.Go(func() { b.serveTCP(ctx, ln.(*net.TCPListener), bal) })
 		default:
 			pc, err := net.ListenPacket("udp", addr)
 			if err != nil {
 				return err
 			}
-			f = &frontend{target: t, sock: pc}
+			f = &frontend{target: t, kind: kind, sock: pc}
 			u := &udpFrontend{b: b, ctx: ctx, pc: pc.(*net.UDPConn), bal: bal, sessions: map[netip.AddrPort]*udpSession{}}
 			b.wg.Go(u.serve)
 		}
@@ -274,6 +289,31 @@ func (b *Backend) open(k frontendKey, t target) error {
 	}
 	b.frontends[k] = f
 	return nil
+}
+
+// Frontends are the sockets the backend listens on, each with the
+// endpoints its balancer holds now (none: connections are reset, Reject).
+// A NodePort on every address of the node has the unspecified IPv4
+// address. Addresses that could not be bound are not frontends.
+func (b *Backend) Frontends(context.Context) ([]proxy.Frontend, error) {
+	b.live.RLock()
+	defer b.live.RUnlock()
+	out := make([]proxy.Frontend, 0, len(b.frontends))
+	for k, f := range b.frontends {
+		addr := k.addr
+		if !addr.Addr().IsValid() {
+			addr = netip.AddrPortFrom(netip.IPv4Unspecified(), addr.Port())
+		}
+		fr := proxy.Frontend{Namespace: f.target.service.Namespace, Name: f.target.service.Name, PortName: f.target.port,
+			Kind: f.kind, Address: addr, Protocol: k.protocol}
+		if bal := b.balancers[f.target]; bal != nil {
+			fr.Backends = bal.snapshot()
+		}
+		fr.Reject = len(fr.Backends) == 0
+		out = append(out, fr)
+	}
+	proxy.SortFrontends(out)
+	return out, nil
 }
 
 // dial connects to an endpoint from the node's namespace.
@@ -310,6 +350,8 @@ func (b *Backend) untrack(c io.Closer) {
 // Cleanup closes every socket and connection and waits for the
 // goroutines serving them. The backend can be synced again afterwards.
 func (b *Backend) Cleanup() error {
+	b.live.Lock()
+	defer b.live.Unlock()
 	for k, f := range b.frontends {
 		f.sock.Close()
 		delete(b.frontends, k)

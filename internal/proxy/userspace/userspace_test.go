@@ -361,3 +361,44 @@ func TestUnboundAddressAndCleanup(t *testing.T) {
 		t.Errorf("NodePort after Cleanup and a new sync: %q, %v", got, err)
 	}
 }
+
+func TestFrontendsAreTheLiveSockets(t *testing.T) {
+	b := newBackend(t)
+	a, bb := netip.AddrPortFrom(podA, 8080), netip.AddrPortFrom(podB, 8080)
+	port, nodePort := freePort(t, "tcp", clusterIP), freePort(t, "tcp", nodeAddr)
+	web := service(corev1.ProtocolTCP, port, nodePort, a, bb)
+	external := netip.MustParseAddr("127.0.0.5")
+	web.Ports[0].ExternalIPs = []netip.Addr{external}
+	// The node has no such address: not served, so not a frontend.
+	web.Ports[0].LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("192.0.2.10")}
+	dns := service(corev1.ProtocolUDP, freePort(t, "udp", clusterIP), 0)
+	dns.Name.Name = "dns"
+	apply(t, b, true, web, dns)
+	got, err := b.Frontends(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, f := range got {
+		lines = append(lines, fmt.Sprintf("%s:%s %s %s", f.Service(), f.PortName, f.Kind, f))
+	}
+	backends := fmt.Sprintf("%s/TCP, %s/TCP", a, bb)
+	want := []string{
+		fmt.Sprintf("default/dns:p ClusterIP %s/UDP → reject (no endpoints)", got[0].Address),
+		fmt.Sprintf("default/web:p ClusterIP %s/TCP → %s", netip.AddrPortFrom(clusterIP, port), backends),
+		fmt.Sprintf("default/web:p ExternalIP %s/TCP → %s", netip.AddrPortFrom(external, port), backends),
+		fmt.Sprintf("default/web:p NodePort %s/TCP → %s", netip.AddrPortFrom(nodeAddr, nodePort), backends),
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("frontends:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	// The endpoints change under the open sockets.
+	apply(t, b, false, service(corev1.ProtocolTCP, port, nodePort, bb), dns)
+	got, err = b.Frontends(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := got[1].String(); l != fmt.Sprintf("%s/TCP → %s/TCP", netip.AddrPortFrom(clusterIP, port), bb) {
+		t.Errorf("after web lost an endpoint: %s", l)
+	}
+}
