@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 // when the binary is on PATH as kubectl-svcnet (kubectl's plugin name).
 func doctorCommand() *cobra.Command {
 	var kubeconfig, namespace, output, domain string
+	var dataPlane bool
 	cmd := &cobra.Command{
 		Use:   "doctor svc/NAME",
 		Short: "Say why a Service does not answer: its selector, pods, ports, load balancer and DNS names, with the evidence; exit 1 when it is not healthy",
@@ -46,7 +49,21 @@ func doctorCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			report, err := doctor.Diagnose(cmd.Context(), client, namespace, name, doctor.Options{ClusterDomain: domain})
+			opts := doctor.Options{ClusterDomain: domain}
+			if dataPlane {
+				opts.DataPlane = func(ctx context.Context) ([]doctor.NodeFrontends, error) {
+					nodes, err := listFrontends(ctx, client, "")
+					out := make([]doctor.NodeFrontends, len(nodes))
+					for i, n := range nodes {
+						out[i] = doctor.NodeFrontends{Node: n.Node, Frontends: n.Frontends}
+						if n.Error != "" {
+							out[i].Err = errors.New(n.Error)
+						}
+					}
+					return out, err
+				}
+			}
+			report, err := doctor.Diagnose(cmd.Context(), client, namespace, name, opts)
 			if err != nil {
 				return err
 			}
@@ -71,6 +88,7 @@ func doctorCommand() *cobra.Command {
 	f.StringVarP(&namespace, "namespace", "n", "", "the Service's namespace (default: the kubeconfig context's, else default)")
 	f.StringVarP(&output, "output", "o", "text", "text or json")
 	f.StringVar(&domain, "cluster-domain", "cluster.local", "the cluster DNS zone, for the Service's names")
+	f.BoolVar(&dataPlane, "data-plane", true, "compare each node's data plane (as `svcnet proxy list` reads it, through nodes/proxy) with the EndpointSlices")
 	return cmd
 }
 

@@ -11,9 +11,10 @@
 // scheduler's PodScheduled=False message, CrashLoopBackOff and the last
 // termination), the kubelet's Warning events of reason Unhealthy for
 // failing probes, the EndpointSlices' endpoint conditions and node names,
-// the Service's own events (from the load-balancer IP allocator). The node
-// half of the doctor (the data plane against the EndpointSlices) and
-// resolving the DNS names belong to the CLI.
+// the Service's own events (from the load-balancer IP allocator). Given
+// a reader of the nodes' data planes (Options.DataPlane), it also compares
+// where each node forwards the Service's cluster IPs with the
+// EndpointSlices. Resolving the DNS names belongs to the CLI.
 //
 // It is cheap at any scale: a Get of the Service, then one List of pods
 // and one of the Service's EndpointSlices in its namespace; the
@@ -119,6 +120,12 @@ const (
 	ReadyEndpoints Code = "ReadyEndpoints"
 	// DNSNames: the names the cluster DNS should answer (info).
 	DNSNames Code = "DNSNames"
+	// DataPlaneDrift: a node's data plane forwards a cluster IP otherwise
+	// than the EndpointSlices say, or not at all (error).
+	DataPlaneDrift Code = "DataPlaneDrift"
+	// DataPlaneUnreadable: a node's data plane could not be read
+	// (warning).
+	DataPlaneUnreadable Code = "DataPlaneUnreadable"
 )
 
 // Evidence is one fact a finding used, as a name and a value.
@@ -167,6 +174,9 @@ type Options struct {
 	// ClientIP, when valid, is the address the caller connects from: a
 	// LoadBalancer Service whose source ranges exclude it is reported.
 	ClientIP netip.Addr
+	// DataPlane, if set, reads the nodes' Service proxies back, to be
+	// compared with the EndpointSlices.
+	DataPlane DataPlane
 }
 
 // diagnosis is the state of one Diagnose call.
@@ -243,6 +253,9 @@ func (d *diagnosis) run() error {
 		return err
 	}
 	if err := d.localEndpoints(); err != nil {
+		return err
+	}
+	if err := d.dataPlane(); err != nil {
 		return err
 	}
 	d.readyEndpoints()

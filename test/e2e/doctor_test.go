@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,9 +114,13 @@ spec:
 			t.Errorf("plugin=%v: doctor svc/typo exited %d: %+v\n%s", plugin, code, r, stderr)
 		}
 	}
-	if r, _, code := doctor(false, "healthy"); code != 0 || !r.Healthy {
-		t.Errorf("doctor svc/healthy exited %d: %+v", code, r)
-	}
+	// Healthy once the node's proxy has the endpoint too.
+	eventually(t, 30*time.Second, func() string {
+		if r, _, code := doctor(false, "healthy"); code != 0 || !r.Healthy {
+			return fmt.Sprintf("doctor svc/healthy exited %d: %s", code, r)
+		}
+		return ""
+	})
 	if r, _, code := doctor(false, "wrongport"); code != 1 || !r.has("TargetPortNotExposed", "set targetPort to 80") {
 		t.Errorf("doctor svc/wrongport exited %d: %+v", code, r)
 	}

@@ -11,7 +11,8 @@ import (
 // TestProxyList reads the node's data plane back with `svcnet proxy
 // list`: kube-dns's frontends and a test Service's go to their pods' IPs,
 // a Service without endpoints is rejected, and a rule deleted by hand in
-// the node's table takes its endpoint out of the list.
+// the node's table takes its endpoint out of the list, and `svcnet doctor`
+// reports the drift.
 func TestProxyList(t *testing.T) {
 	t.Parallel()
 	c := startNodeCluster(t)
@@ -95,5 +96,12 @@ spec:
 	}
 	if out, err = list(); err != nil || !strings.Contains(out, "10.96.100.20:80/TCP → no backends") {
 		t.Errorf("after the DNAT's deletion (%v):\n%s", err, out)
+	}
+	// The doctor reports the drift.
+	cmd := exec.Command(binary, "doctor", "svc/web")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig())
+	doc, err := cmd.CombinedOutput()
+	if want := "error DataPlaneDrift: On node " + nodeName + ", 10.96.100.20:80/TCP goes to no backend, but the EndpointSlices list " + podIP + ":80 as ready."; err == nil || !strings.Contains(string(doc), want) {
+		t.Errorf("svcnet doctor svc/web after the DNAT's deletion (%v), want %q:\n%s", err, want, doc)
 	}
 }
