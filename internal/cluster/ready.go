@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcnet/svcnet/internal/netns"
 	"github.com/svcnet/svcnet/internal/proxy"
+	nodereg "github.com/svcnet/svcnet/internal/registry/node"
 )
 
 // readiness is what `svcnet up` waits for before it says the cluster is
@@ -109,7 +109,7 @@ func (r *readiness) missing(ctx context.Context) string {
 		if err != nil {
 			return fmt.Sprintf("node %s: %v", n.name, err)
 		}
-		if !nodeReady(node) {
+		if !nodereg.IsReady(node) {
 			return "node " + n.name + " Ready"
 		}
 		if _, ok := node.Labels[controlPlaneLabel]; n.name == r.controlPlane && !ok {
@@ -167,15 +167,6 @@ func (r *readiness) resolve(ctx context.Context, nsPath string) error {
 		return errors.New(dns.RcodeToString[resp.Rcode])
 	}
 	return nil
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // differing names the Services where got and want differ.

@@ -14,6 +14,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	nodereg "github.com/svcnet/svcnet/internal/registry/node"
 )
 
 // endpointReady reads an endpoint's ready condition as consumers do: unset
@@ -178,7 +180,7 @@ func (d *diagnosis) localEndpoints() error {
 		switch {
 		case local[n.Name] > 0:
 			with = append(with, fmt.Sprintf("%s (%d)", n.Name, local[n.Name]))
-		case nodeReady(&n):
+		case nodereg.IsReady(&n):
 			without = append(without, n.Name)
 		}
 	}
@@ -203,16 +205,6 @@ func (d *diagnosis) localEndpoints() error {
 		"externalTrafficPolicy is Local, and %s no ready endpoint of this Service: external traffic that reaches %s through a node port or the load-balancer address is dropped, not forwarded to another node. Run a pod of the Service on every node that receives traffic (a DaemonSet, or replicas spread over the nodes), or set externalTrafficPolicy: Cluster (which hides the client's address from the pods).",
 		subject, them), evidence...)
 	return nil
-}
-
-// nodeReady is the node's Ready condition.
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // sourceRangesAnnotation is the older spelling of

@@ -37,6 +37,7 @@ import (
 	"github.com/svcnet/svcnet/internal/controller/podstate"
 	"github.com/svcnet/svcnet/internal/events"
 	"github.com/svcnet/svcnet/internal/informer"
+	nodereg "github.com/svcnet/svcnet/internal/registry/node"
 )
 
 // ControllerName is the source of the controller's Events.
@@ -146,19 +147,10 @@ func (c *Controller) deleteSet(obj any) {
 func (c *Controller) updateNode(old, cur any) {
 	o, n := old.(*corev1.Node), cur.(*corev1.Node)
 	if maps.Equal(o.Labels, n.Labels) && fmt.Sprint(o.Spec.Taints) == fmt.Sprint(n.Spec.Taints) &&
-		o.Spec.Unschedulable == n.Spec.Unschedulable && nodeReady(o) == nodeReady(n) {
+		o.Spec.Unschedulable == n.Spec.Unschedulable && nodereg.IsReady(o) == nodereg.IsReady(n) {
 		return
 	}
 	c.enqueueAll()
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func (c *Controller) addPod(obj any) {

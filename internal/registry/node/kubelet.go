@@ -45,3 +45,14 @@ func PreferredAddress(n *corev1.Node) string {
 	}
 	return ""
 }
+
+// IsReady reports whether the node's Ready condition is True, as
+// upstream's IsNodeReady (pkg/api/v1/node).
+func IsReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
