@@ -93,7 +93,8 @@ type Aggregator struct {
 }
 
 // backend is what the proxy and discovery know of one APIService that
-// names a Service.
+// names a Service. It is not changed once stored: setBackend stores a new
+// one, so a request holds a consistent view.
 type backend struct {
 	spec      apiregistrationv1.APIServiceSpec
 	available bool
@@ -101,7 +102,6 @@ type backend struct {
 	// resources are the version's resources as the server listed them at
 	// the last check that reached it; fresh says whether the latest did.
 	resources []apidiscoveryv2.APIResourceDiscovery
-	fetched   bool
 	fresh     bool
 }
 
@@ -170,34 +170,38 @@ func (a *Aggregator) backendFor(group, version string) *backend {
 	return a.backends[version+"."+group]
 }
 
-// setBackend records what the last sync of an APIService found; a nil
-// spec forgets it.
-func (a *Aggregator) setBackend(name string, spec *apiregistrationv1.APIServiceSpec, update func(b *backend)) error {
+// setBackend stores the backend of an APIService with spec, a copy of
+// the stored one changed by update (nil: none), with a new transport when
+// the spec changed, and returns it; a spec without a Service forgets it.
+func (a *Aggregator) setBackend(name string, spec *apiregistrationv1.APIServiceSpec, update func(b *backend)) (*backend, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	b := a.backends[name]
+	old := a.backends[name]
 	if spec == nil || spec.Service == nil {
-		if b != nil {
-			b.transport.CloseIdleConnections()
+		if old != nil {
+			old.transport.CloseIdleConnections()
 			delete(a.backends, name)
 		}
-		return nil
+		return nil, nil
 	}
-	if b == nil || !reflect.DeepEqual(b.spec, *spec) {
+	var b backend
+	if old != nil && reflect.DeepEqual(old.spec, *spec) {
+		b = *old
+	} else {
 		t, err := a.transport(spec)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if b != nil {
-			b.transport.CloseIdleConnections()
+		if old != nil {
+			old.transport.CloseIdleConnections()
 		}
-		b = &backend{spec: *spec.DeepCopy(), transport: t}
-		a.backends[name] = b
+		b = backend{spec: *spec.DeepCopy(), transport: t}
 	}
 	if update != nil {
-		update(b)
+		update(&b)
 	}
-	return nil
+	a.backends[name] = &b
+	return &b, nil
 }
 
 // transport reaches the APIService's Service as upstream's

@@ -76,20 +76,31 @@ func (a *Aggregator) watch(af aggregatorinformers.SharedInformerFactory, kf info
 func (a *Aggregator) sync(ctx context.Context, name string) error {
 	orig, err := a.apiServices.Get(name)
 	if apierrors.IsNotFound(err) {
-		return a.setBackend(name, nil, nil)
+		_, err = a.setBackend(name, nil, nil)
+		return err
 	}
 	if err != nil {
 		return err
 	}
-	if orig.Spec.Service == nil {
-		// The API server's own: autoregister keeps it Available.
-		return a.setBackend(name, nil, nil)
+	// Without a Service it is the API server's own, which autoregister
+	// keeps Available: the backend is forgotten.
+	b, err := a.setBackend(name, &orig.Spec, nil)
+	if err != nil || b == nil {
+		return err
 	}
 	s := orig.DeepCopy()
-	cond, checkErr := a.check(ctx, s)
+	cond, listed, checkErr := a.check(ctx, s, b.transport)
 	cond.Type, cond.LastTransitionTime = apiregistrationv1.Available, metav1.Now()
 	v1helper.SetAPIServiceCondition(s, cond)
-	if err := a.setBackend(name, &s.Spec, func(b *backend) { b.available = cond.Status == apiregistrationv1.ConditionTrue }); err != nil {
+	if _, err := a.setBackend(name, &s.Spec, func(b *backend) {
+		b.available = cond.Status == apiregistrationv1.ConditionTrue
+		if listed.asked {
+			b.fresh = listed.err == nil
+			if b.fresh {
+				b.resources = listed.resources
+			}
+		}
+	}); err != nil {
 		return err
 	}
 	if !equality.Semantic.DeepEqual(orig.Status, s.Status) {
@@ -104,44 +115,54 @@ func (a *Aggregator) sync(ctx context.Context, name string) error {
 	return checkErr
 }
 
-// check judges an APIService with a Service: its condition (without type
-// and time), and the discovery check's error, if that failed.
-func (a *Aggregator) check(ctx context.Context, s *apiregistrationv1.APIService) (apiregistrationv1.APIServiceCondition, error) {
+// listing is what a discovery check got: whether it asked the server, and
+// its resources or its error.
+type listing struct {
+	asked     bool
+	resources []apidiscoveryv2.APIResourceDiscovery
+	err       error
+}
+
+// check judges an APIService with a Service, reaching it through rt: its
+// condition (without type and time), the discovery check's listing, and
+// that check's error, if it failed.
+func (a *Aggregator) check(ctx context.Context, s *apiregistrationv1.APIService, rt *http.Transport) (apiregistrationv1.APIServiceCondition, listing, error) {
 	ref := s.Spec.Service
 	unavailable := func(reason, format string, args ...any) apiregistrationv1.APIServiceCondition {
 		return apiregistrationv1.APIServiceCondition{Status: apiregistrationv1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
 	svc, err := a.services.Services(ref.Namespace).Get(ref.Name)
 	if apierrors.IsNotFound(err) {
-		return unavailable("ServiceNotFound", "service/%s in %q is not present", ref.Name, ref.Namespace), nil
+		return unavailable("ServiceNotFound", "service/%s in %q is not present", ref.Name, ref.Namespace), listing{}, nil
 	}
 	if err != nil {
 		return apiregistrationv1.APIServiceCondition{Status: apiregistrationv1.ConditionUnknown, Reason: "ServiceAccessError",
-			Message: fmt.Sprintf("service/%s in %q cannot be checked due to: %v", ref.Name, ref.Namespace, err)}, nil
+			Message: fmt.Sprintf("service/%s in %q cannot be checked due to: %v", ref.Name, ref.Namespace, err)}, listing{}, nil
 	}
 	if svc.Spec.Type == corev1.ServiceTypeClusterIP {
 		i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return ref.Port != nil && p.Port == *ref.Port })
 		if i < 0 {
-			return unavailable("ServicePortError", "service/%s in %q is not listening on port %d", ref.Name, ref.Namespace, *ref.Port), nil
+			return unavailable("ServicePortError", "service/%s in %q is not listening on port %d", ref.Name, ref.Namespace, *ref.Port), listing{}, nil
 		}
 		portName := svc.Spec.Ports[i].Name
 		sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: ref.Name})
 		list, err := a.slices.EndpointSlices(ref.Namespace).List(sel)
 		if err != nil {
 			return apiregistrationv1.APIServiceCondition{Status: apiregistrationv1.ConditionUnknown, Reason: "EndpointsAccessError",
-				Message: fmt.Sprintf("service/%s in %q cannot be checked due to: %v", ref.Name, ref.Namespace, err)}, nil
+				Message: fmt.Sprintf("service/%s in %q cannot be checked due to: %v", ref.Name, ref.Namespace, err)}, listing{}, nil
 		}
 		if len(list) == 0 {
-			return unavailable("EndpointsNotFound", "cannot find endpointslices for service/%s in %q", ref.Name, ref.Namespace), nil
+			return unavailable("EndpointsNotFound", "cannot find endpointslices for service/%s in %q", ref.Name, ref.Namespace), listing{}, nil
 		}
 		if !slices.ContainsFunc(list, func(es *discoveryv1.EndpointSlice) bool { return servesPort(es, portName) }) {
-			return unavailable("MissingEndpoints", "endpointslices for service/%s in %q have no addresses with port name %q", ref.Name, ref.Namespace, portName), nil
+			return unavailable("MissingEndpoints", "endpointslices for service/%s in %q have no addresses with port name %q", ref.Name, ref.Namespace, portName), listing{}, nil
 		}
 	}
-	if err := a.discover(ctx, s); err != nil {
-		return unavailable("FailedDiscoveryCheck", "%v", err), err
+	listed := discover(ctx, s, rt)
+	if listed.err != nil {
+		return unavailable("FailedDiscoveryCheck", "%v", listed.err), listed, listed.err
 	}
-	return apiregistrationv1.APIServiceCondition{Status: apiregistrationv1.ConditionTrue, Reason: "Passed", Message: "all checks passed"}, nil
+	return apiregistrationv1.APIServiceCondition{Status: apiregistrationv1.ConditionTrue, Reason: "Passed", Message: "all checks passed"}, listed, nil
 }
 
 // servesPort reports whether a slice has a ready endpoint and the port
@@ -151,30 +172,17 @@ func servesPort(es *discoveryv1.EndpointSlice, portName string) bool {
 		slices.ContainsFunc(es.Ports, func(p discoveryv1.EndpointPort) bool { return p.Name != nil && *p.Name == portName && p.Port != nil })
 }
 
-// discover asks the APIService's server for its group version's resource
-// list, as kube-aggregator's discovery check (as system:kube-aggregator in
-// system:masters), and keeps the resources for discovery.
-func (a *Aggregator) discover(ctx context.Context, s *apiregistrationv1.APIService) error {
-	b := a.backendFor(s.Spec.Group, s.Spec.Version)
-	if b == nil || !equality.Semantic.DeepEqual(b.spec, s.Spec) {
-		if err := a.setBackend(s.Name, &s.Spec, nil); err != nil {
-			return err
-		}
-		b = a.backendFor(s.Spec.Group, s.Spec.Version)
-	}
+// discover asks the APIService's server, through rt, for its group
+// version's resource list, as kube-aggregator's discovery check (as
+// system:kube-aggregator in system:masters).
+func discover(ctx context.Context, s *apiregistrationv1.APIService, rt *http.Transport) listing {
 	u := url.URL{Scheme: "https", Host: serviceHost(s.Spec.Service), Path: "/apis/" + s.Spec.Group + "/" + s.Spec.Version}
-	resources, err := fetchResources(ctx, b.transport, u.String())
-	_ = a.setBackend(s.Name, &s.Spec, func(b *backend) {
-		b.fresh = err == nil
-		if err == nil {
-			b.resources, b.fetched = resources, true
-		}
-	})
+	resources, err := fetchResources(ctx, rt, u.String())
 	if err != nil {
-		b.transport.CloseIdleConnections()
-		return fmt.Errorf("failing or missing response from %s: %w", u.String(), err)
+		rt.CloseIdleConnections()
+		return listing{asked: true, err: fmt.Errorf("failing or missing response from %s: %w", u.String(), err)}
 	}
-	return nil
+	return listing{asked: true, resources: resources}
 }
 
 // fetchResources GETs a group version's APIResourceList at u and converts
