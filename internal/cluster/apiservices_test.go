@@ -116,12 +116,19 @@ func TestAPIServices(t *testing.T) {
 	if p := got.Spec.Service.Port; p == nil || *p != 443 || len(got.Status.Conditions) != 0 {
 		t.Errorf("created %+v", got)
 	}
+	// The availability controller finds no Service and says so; the
+	// table's Available column shows status and reason.
+	eventually(t, "the aggregated API's ServiceNotFound condition", func() bool {
+		s, err := apiServices.Get(ctx, wardle.Name, metav1.GetOptions{})
+		c := s.Status.Conditions
+		return err == nil && len(c) == 1 && c[0].Status == apiregistrationv1.ConditionFalse && c[0].Reason == "ServiceNotFound"
+	})
 	table, err := cs.Discovery().RESTClient().Get().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/v1alpha1.wardle.example.com").
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`"name":"Service"`, `"name":"Available"`, `"cells":["v1alpha1.wardle.example.com","sample-system/api","Unknown",`} {
+	for _, s := range []string{`"name":"Service"`, `"name":"Available"`, `"cells":["v1alpha1.wardle.example.com","sample-system/api","False (ServiceNotFound)",`} {
 		if !strings.Contains(string(table), s) {
 			t.Errorf("table lacks %s: %s", s, table)
 		}
