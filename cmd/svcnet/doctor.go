@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/cluster"
@@ -21,7 +20,7 @@ import (
 // when the binary is on PATH as kubectl-svcnet (kubectl's plugin name).
 func doctorCommand() *cobra.Command {
 	var kubeconfig, namespace, output, domain string
-	var dataPlane bool
+	var dataPlane, askDNS bool
 	cmd := &cobra.Command{
 		Use:   "doctor svc/NAME",
 		Short: "Say why a Service does not answer: its selector, pods, ports, load balancer and DNS names, with the evidence; exit 1 when it is not healthy",
@@ -49,19 +48,16 @@ func doctorCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts := doctor.Options{ClusterDomain: domain}
+			md, err := metadata.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			opts := doctor.Options{ClusterDomain: domain, Metadata: md}
 			if dataPlane {
-				opts.DataPlane = func(ctx context.Context) ([]doctor.NodeFrontends, error) {
-					nodes, err := listFrontends(ctx, client, "")
-					out := make([]doctor.NodeFrontends, len(nodes))
-					for i, n := range nodes {
-						out[i] = doctor.NodeFrontends{Node: n.Node, Frontends: n.Frontends}
-						if n.Error != "" {
-							out[i].Err = errors.New(n.Error)
-						}
-					}
-					return out, err
-				}
+				opts.DataPlane = doctor.NodesDataPlane(client)
+			}
+			if askDNS {
+				opts.Resolver = doctor.NodesResolver(client)
 			}
 			report, err := doctor.Diagnose(cmd.Context(), client, namespace, name, opts)
 			if err != nil {
@@ -89,6 +85,7 @@ func doctorCommand() *cobra.Command {
 	f.StringVarP(&output, "output", "o", "text", "text or json")
 	f.StringVar(&domain, "cluster-domain", "cluster.local", "the cluster DNS zone, for the Service's names")
 	f.BoolVar(&dataPlane, "data-plane", true, "compare each node's data plane (as `svcnet proxy list` reads it, through nodes/proxy) with the EndpointSlices")
+	f.BoolVar(&askDNS, "dns", true, "ask the cluster DNS the Service's names from a Ready node's network (through nodes/proxy) and compare its answers")
 	return cmd
 }
 

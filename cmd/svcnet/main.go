@@ -28,7 +28,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(upCommand(), apiserverCommand(), controllerManagerCommand(), nodeCommand(), speakerCommand(), dnsCommand(), ingressCommand(), tokenCommand(), doctorCommand(), proxyCommand())
+	root.AddCommand(upCommand(), apiserverCommand(), controllerManagerCommand(), nodeCommand(), speakerCommand(), dnsCommand(), ingressCommand(), tokenCommand(), doctorCommand(), proxyCommand(), traceCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "svcnet:", err)
 		os.Exit(1)

@@ -1,24 +1,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/proxy"
 )
-
-// frontendsPath is where a node's agent serves its proxy's frontends,
-// below nodes/NAME/proxy.
-const frontendsPath = "proxy/frontends"
 
 // proxyCommand is `svcnet proxy`: the Service proxy of the nodes.
 func proxyCommand() *cobra.Command {
@@ -52,7 +45,7 @@ func proxyListCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("API client: %w", err)
 			}
-			nodes, err := listFrontends(cmd.Context(), client, nodeName)
+			nodes, err := proxy.ReadNodes(cmd.Context(), client, nodeName, "")
 			if err != nil {
 				return err
 			}
@@ -85,63 +78,15 @@ func proxyListCommand() *cobra.Command {
 	return cmd
 }
 
-// nodeFrontends is one node's answer, or why there is none.
-type nodeFrontends struct {
-	Node      string           `json:"node"`
-	Frontends []proxy.Frontend `json:"frontends"`
-	Error     string           `json:"error,omitempty"`
-}
-
 // frontendsOutput is `svcnet proxy list -o json`.
 type frontendsOutput struct {
-	Nodes []nodeFrontends `json:"nodes"`
-}
-
-// listFrontends asks each node (only the one named, if any) for its
-// frontends, through the API server's nodes/proxy, sorted by node and
-// then as proxy.SortFrontends. A node that does not answer has its error.
-func listFrontends(ctx context.Context, client kubernetes.Interface, only string) ([]nodeFrontends, error) {
-	names := []string{only}
-	if only == "" {
-		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-		names = names[:0]
-		for _, n := range list.Items {
-			names = append(names, n.Name)
-		}
-		slices.Sort(names)
-	}
-	out := make([]nodeFrontends, 0, len(names))
-	for _, name := range names {
-		n := nodeFrontends{Node: name, Frontends: []proxy.Frontend{}}
-		// Result.Error, unlike DoRaw, reads the agent's Status.
-		res := client.CoreV1().RESTClient().Get().Resource("nodes").Name(name).
-			SubResource("proxy").Suffix(frontendsPath).Do(ctx)
-		var list proxy.FrontendList
-		err := res.Error()
-		if err == nil {
-			body, _ := res.Raw()
-			if err = json.Unmarshal(body, &list); err != nil {
-				err = fmt.Errorf("decode the answer: %w", err)
-			}
-		}
-		if err != nil {
-			n.Error = fmt.Sprintf("get nodes/%s/proxy/%s: %v", name, frontendsPath, err)
-		} else if list.Frontends != nil {
-			n.Frontends = list.Frontends
-			proxy.SortFrontends(n.Frontends)
-		}
-		out = append(out, n)
-	}
-	return out, nil
+	Nodes []proxy.NodeFrontends `json:"nodes"`
 }
 
 // writeFrontends prints each node's frontends, one line each:
 // `default/web  ClusterIP  10.96.100.10:80/TCP → 10.244.0.5:80/TCP`, the
 // Service as upstream's ServicePortName (namespace/name[:port]).
-func writeFrontends(w io.Writer, nodes []nodeFrontends) error {
+func writeFrontends(w io.Writer, nodes []proxy.NodeFrontends) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for i, n := range nodes {
 		if i > 0 {

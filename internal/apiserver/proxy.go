@@ -221,7 +221,7 @@ func (s *Server) serviceTarget(ctx context.Context, namespace, name, port, id st
 	if err != nil {
 		return "", "", "", err
 	}
-	list, err := s.listObjects(ctx, esRes, namespace, &metav1.ListOptions{}, sel)
+	list, err := s.listObjects(ctx, esRes, namespace, &metav1.ListOptions{}, sel, false)
 	if err != nil {
 		return "", "", "", err
 	}

@@ -582,7 +582,7 @@ func (s *Server) serveDeleteCollection(w http.ResponseWriter, r *http.Request, r
 	if err != nil {
 		return err
 	}
-	page, err := s.listObjects(r.Context(), ri.res, ri.namespace, &metav1.ListOptions{}, sel)
+	page, err := s.listObjects(r.Context(), ri.res, ri.namespace, &metav1.ListOptions{}, sel, false)
 	if err != nil {
 		return err
 	}

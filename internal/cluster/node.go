@@ -143,7 +143,7 @@ func RunNode(ctx context.Context, o NodeOptions) error {
 	var wg sync.WaitGroup
 	var proxyErr error
 	proxyHealth := &proxy.Health{}
-	frontends := &proxyFrontends{}
+	frontends := &proxyFrontends{health: proxyHealth}
 	proxyLog, err := startProxyLog(o, name, proxyHealth)
 	if err != nil {
 		return err

@@ -111,10 +111,11 @@ func runProxy(ctx context.Context, o NodeOptions, cfg *rest.Config, nodeName str
 
 // proxyFrontends is the node agent's way to the proxy backend's read-back
 // of its data plane (/proxy/frontends), which exists once runProxy has
-// made the backend.
+// made the backend, and to the proxy's last sync.
 type proxyFrontends struct {
-	mu sync.Mutex
-	r  proxy.FrontendReader
+	health *proxy.Health
+	mu     sync.Mutex
+	r      proxy.FrontendReader
 }
 
 func (p *proxyFrontends) set(r proxy.FrontendReader) {
@@ -123,15 +124,17 @@ func (p *proxyFrontends) set(r proxy.FrontendReader) {
 	p.r = r
 }
 
-// Frontends reads the backend's frontends back.
-func (p *proxyFrontends) Frontends(ctx context.Context) ([]proxy.Frontend, error) {
+// ListFrontends reads the backend's frontends back (the Service's, if
+// service names one), with the proxy's last sync.
+func (p *proxyFrontends) ListFrontends(ctx context.Context, service string) (proxy.FrontendList, error) {
 	p.mu.Lock()
 	r := p.r
 	p.mu.Unlock()
 	if r == nil {
-		return nil, apierrors.NewServiceUnavailable("the node's Service proxy has not started yet")
+		return proxy.FrontendList{}, apierrors.NewServiceUnavailable("the node's Service proxy has not started yet")
 	}
-	return r.Frontends(ctx)
+	list, err := r.Frontends(ctx, service)
+	return proxy.FrontendList{Frontends: list, LastSync: p.health.LastSync()}, err
 }
 
 // newProxyBackend makes mode's backend. Mode nftables falls back to the

@@ -2,10 +2,11 @@ package doctor
 
 import (
 	"context"
-	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -27,26 +28,48 @@ func TestDataPlane(t *testing.T) {
 		}
 		return f
 	}
-	nodes := []NodeFrontends{
-		{Node: "in-sync", Frontends: []proxy.Frontend{frontend("10.244.0.6:80", "10.244.0.5:80")}},
-		{Node: "one-short", Frontends: []proxy.Frontend{frontend("10.244.0.5:80")}},
+	now := time.Date(2026, 12, 5, 14, 0, 0, 0, time.UTC)
+	nodes := []proxy.NodeFrontends{
+		{Node: "in-sync", Frontends: []proxy.Frontend{frontend("10.244.0.6:80", "10.244.0.5:80")}, LastSync: now.Add(-3 * time.Second)},
+		{Node: "one-short", Frontends: []proxy.Frontend{frontend("10.244.0.5:80")}, LastSync: now.Add(-90 * time.Second)},
 		{Node: "no-rule"},
-		{Node: "unreachable", Err: errors.New("503 the node's Service proxy has not started yet")},
+		{Node: "unreachable", Error: "503 the node's Service proxy has not started yet"},
 	}
+	var asked string
 	r, err := Diagnose(context.Background(), client, "default", "web", Options{
-		DataPlane: func(context.Context) ([]NodeFrontends, error) { return nodes, nil },
+		DataPlane: func(_ context.Context, service string) ([]proxy.NodeFrontends, error) {
+			asked = service
+			return nodes, nil
+		},
+		Now: func() time.Time { return now },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if asked != "default/web" || len(r.DataPlane) != 4 {
+		t.Errorf("asked the data plane for %q and kept %d nodes", asked, len(r.DataPlane))
+	}
 	drift := map[string]string{}
+	var inSync, lastSync []string
 	for _, f := range r.Findings {
 		switch f.Code {
 		case DataPlaneDrift:
 			drift[f.Evidence[0].Value] = f.Sentence
+			lastSync = append(lastSync, f.Evidence[len(f.Evidence)-1].Name+": "+f.Evidence[len(f.Evidence)-1].Value)
 		case DataPlaneUnreadable:
 			drift["unreadable"] = f.Sentence
+		case DataPlaneInSync:
+			for _, e := range f.Evidence {
+				inSync = append(inSync, e.Name+": "+e.Value)
+			}
 		}
+	}
+	// How long ago each node's proxy synced, as kubectl writes ages.
+	if want := []string{"last sync: 90s ago", "last sync: unknown"}; !slices.Equal(lastSync, want) {
+		t.Errorf("drift's last sync %q, want %q", lastSync, want)
+	}
+	if want := []string{"node in-sync: last sync 3s ago"}; !slices.Equal(inSync, want) {
+		t.Errorf("in sync %q, want %q", inSync, want)
 	}
 	if r.Healthy || len(drift) != 3 {
 		t.Fatalf("findings %+v", r.Findings)
@@ -65,8 +88,8 @@ func TestDataPlane(t *testing.T) {
 	empty := fake.NewClientset(service("web", labels))
 	rejecting := frontend()
 	rejecting.Reject = true
-	r, err = Diagnose(context.Background(), empty, "default", "web", Options{DataPlane: func(context.Context) ([]NodeFrontends, error) {
-		return []NodeFrontends{{Node: "a", Frontends: []proxy.Frontend{rejecting}}}, nil
+	r, err = Diagnose(context.Background(), empty, "default", "web", Options{DataPlane: func(context.Context, string) ([]proxy.NodeFrontends, error) {
+		return []proxy.NodeFrontends{{Node: "a", Frontends: []proxy.Frontend{rejecting}}}, nil
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -2,12 +2,20 @@ package doctor
 
 import (
 	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svcnet/svcnet/internal/dns/lookup"
+	nodereg "github.com/svcnet/svcnet/internal/registry/node"
 )
 
 // dnsNames lists the records the cluster DNS should answer for the
@@ -113,7 +121,86 @@ func (d *diagnosis) dnsNames() {
 		}
 		evidence = append(evidence, ev(r.Type+" "+r.Name, cmp.Or(strings.Join(r.Answers, ", "), "(no answer)")))
 	}
+	if a, ok := d.askDNS(records); ok {
+		evidence = append(evidence, ev("cluster DNS "+a.Server, fmt.Sprintf("answers %s as above", plural(min(len(records), maxEvidence), "record", "records"))))
+	}
 	d.add(SeverityInfo, DNSNames, sentence, evidence...)
+}
+
+// Resolver asks the cluster DNS one question: a name and a record type
+// (A, AAAA, SRV or CNAME).
+type Resolver func(ctx context.Context, name, typ string) (lookup.Answer, error)
+
+// NodesResolver asks the cluster DNS from the network of a Ready node (the
+// first by name), through its agent's /dns/resolve (nodes/proxy), as the
+// node's pods would. The node is chosen at the first question; the
+// Resolver serves one diagnosis at a time.
+func NodesResolver(client kubernetes.Interface) Resolver {
+	var node string
+	return func(ctx context.Context, name, typ string) (lookup.Answer, error) {
+		if node == "" {
+			list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return lookup.Answer{}, fmt.Errorf("list nodes: %w", err)
+			}
+			slices.SortFunc(list.Items, func(a, b corev1.Node) int { return cmp.Compare(a.Name, b.Name) })
+			for _, n := range list.Items {
+				if nodereg.IsReady(&n) {
+					node = n.Name
+					break
+				}
+			}
+			if node == "" {
+				return lookup.Answer{}, errors.New("no node is Ready")
+			}
+		}
+		res := client.CoreV1().RESTClient().Get().Resource("nodes").Name(node).SubResource("proxy").Suffix(lookup.Path).
+			Param("name", name).Param("type", typ).Do(ctx)
+		var a lookup.Answer
+		err := res.Error()
+		if err == nil {
+			body, _ := res.Raw()
+			err = json.Unmarshal(body, &a)
+		}
+		if err != nil {
+			return lookup.Answer{}, fmt.Errorf("get nodes/%s/proxy/%s: %w", node, lookup.Path, err)
+		}
+		return a, nil
+	}
+}
+
+// askDNS asks the cluster DNS each record (the first maxEvidence), and
+// reports each answer that differs from the record's; an empty answer
+// matches a record without answers whatever its response code. It says
+// whether every record was answered as it should be, with the last
+// answer.
+func (d *diagnosis) askDNS(records []DNSRecord) (lookup.Answer, bool) {
+	if d.opts.Resolver == nil || len(records) == 0 {
+		return lookup.Answer{}, false
+	}
+	var last lookup.Answer
+	same := true
+	for _, r := range records[:min(len(records), maxEvidence)] {
+		a, err := d.opts.Resolver(d.ctx, r.Name, r.Type)
+		if err != nil {
+			d.add(SeverityWarning, DNSUnanswered, fmt.Sprintf("The cluster DNS could not be asked for %s %s, so whether it answers the Service's names as it should is not known: %v.", r.Type, r.Name, err))
+			return lookup.Answer{}, false
+		}
+		last = a
+		want := slices.Sorted(slices.Values(r.Answers))
+		if slices.Equal(a.Records, want) {
+			continue
+		}
+		same = false
+		got := strings.Join(a.Records, ", ")
+		if len(a.Records) == 0 {
+			got = "no records (" + a.Rcode + ")"
+		}
+		d.add(SeverityError, DNSMismatch, fmt.Sprintf("The cluster DNS answers %s %s with %s, but the Service and its endpoints say %s, so pods that look the Service up by name connect elsewhere, or nowhere. The cluster DNS has not caught up with the API, or does not watch it: look at the logs of the coredns pods in kube-system.",
+			r.Type, r.Name, got, cmp.Or(strings.Join(want, ", "), "none")),
+			ev("server", a.Server), ev("answer", got), ev("should be", cmp.Or(strings.Join(want, ", "), "none")))
+	}
+	return last, same
 }
 
 // srvName is _PORT._PROTO.BASE, lower case as DNS names are written.

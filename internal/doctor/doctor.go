@@ -16,15 +16,15 @@
 // where each node forwards the Service's cluster IPs with the
 // EndpointSlices. Resolving the DNS names belongs to the CLI.
 //
-// It is cheap at any scale: a Get of the Service, then one List of pods
-// and one of the Service's EndpointSlices in its namespace; the
+// It is cheap at any scale: a Get of the Service, then one List of its
+// pods (by its selector) and one of its EndpointSlices; the
 // namespace's events only when a pod is not Ready or a load balancer is
 // pending; the nodes only with externalTrafficPolicy Local. It lists
 // across namespaces only where nothing else can answer: for a missing
 // Service, the names of the Services of its namespace (paged) and the
 // Services of the same name elsewhere (by field selector); for a selector
-// that matches no pod, the pods of that selector elsewhere (by label
-// selector).
+// that matches no pod, the namespace's pods (for near misses) and the
+// pods of that selector elsewhere (by label selector).
 package doctor
 
 import (
@@ -35,6 +35,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -42,6 +43,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+
+	"github.com/svcnet/svcnet/internal/proxy"
 )
 
 // Severity says how much a finding matters: an error breaks the Service
@@ -126,6 +130,14 @@ const (
 	// DataPlaneUnreadable: a node's data plane could not be read
 	// (warning).
 	DataPlaneUnreadable Code = "DataPlaneUnreadable"
+	// DataPlaneInSync: nodes whose data plane forwards the Service as its
+	// EndpointSlices say, with their proxy's last sync (info).
+	DataPlaneInSync Code = "DataPlaneInSync"
+	// DNSMismatch: the cluster DNS answers a name of the Service otherwise
+	// than the Service and its endpoints say (error).
+	DNSMismatch Code = "DNSMismatch"
+	// DNSUnanswered: the cluster DNS could not be asked (warning).
+	DNSUnanswered Code = "DNSUnanswered"
 )
 
 // Evidence is one fact a finding used, as a name and a value.
@@ -165,6 +177,9 @@ type Report struct {
 	Healthy    bool               `json:"healthy"`
 	Findings   []Finding          `json:"findings"`
 	DNS        []DNSRecord        `json:"dns,omitempty"`
+	// DataPlane is what each node's data plane holds for the Service (as
+	// `svcnet proxy list`), when it was read.
+	DataPlane []proxy.NodeFrontends `json:"dataPlane,omitempty"`
 }
 
 // Options tune a diagnosis.
@@ -177,6 +192,14 @@ type Options struct {
 	// DataPlane, if set, reads the nodes' Service proxies back, to be
 	// compared with the EndpointSlices.
 	DataPlane DataPlane
+	// Resolver, if set, asks the cluster DNS the Service's names, to be
+	// compared with the records they should have.
+	Resolver Resolver
+	// Now is the clock for ages; nil is time.Now.
+	Now func() time.Time
+	// Metadata, if set, lists objects whose metadata is all the doctor
+	// reads (the namespace's pods, for a selector's near misses).
+	Metadata metadata.Interface
 }
 
 // diagnosis is the state of one Diagnose call.
@@ -264,14 +287,21 @@ func (d *diagnosis) run() error {
 }
 
 // selectedPods runs the checks of a Service with a selector: pods,
-// ports, and the EndpointSlices against the pods.
+// ports, and the EndpointSlices against the pods. It lists the pods the
+// selector selects, and the namespace's others only when there are none,
+// to find near misses among their labels.
 func (d *diagnosis) selectedPods() error {
 	svc := d.svc
-	list, err := d.client.CoreV1().Pods(svc.Namespace).List(d.ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list pods in namespace %s: %w", svc.Namespace, err)
-	}
 	selector := labels.SelectorFromSet(svc.Spec.Selector)
+	list, err := d.client.CoreV1().Pods(svc.Namespace).List(d.ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return fmt.Errorf("list pods of selector %s in namespace %s: %w", selector, svc.Namespace, err)
+	}
+	if len(list.Items) == 0 {
+		if list, err = d.namespacePods(); err != nil {
+			return err
+		}
+	}
 	for i := range list.Items {
 		p := &list.Items[i]
 		d.pods = append(d.pods, p)
@@ -291,6 +321,38 @@ func (d *diagnosis) selectedPods() error {
 	d.targetPorts()
 	d.missingFromSlices()
 	return nil
+}
+
+// now is the diagnosis's clock.
+func (d *diagnosis) now() time.Time {
+	if d.opts.Now != nil {
+		return d.opts.Now()
+	}
+	return time.Now()
+}
+
+// namespacePods lists the pods of the Service's namespace, whose labels
+// alone the search for near misses reads: their metadata only, when
+// Options.Metadata can list it (at thousands of pods a fraction of the
+// whole list's cost).
+func (d *diagnosis) namespacePods() (*corev1.PodList, error) {
+	ns := d.svc.Namespace
+	if d.opts.Metadata == nil {
+		list, err := d.client.CoreV1().Pods(ns).List(d.ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("list pods in namespace %s: %w", ns, err)
+		}
+		return list, nil
+	}
+	md, err := d.opts.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(ns).List(d.ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list the metadata of pods in namespace %s: %w", ns, err)
+	}
+	list := &corev1.PodList{Items: make([]corev1.Pod, len(md.Items))}
+	for i := range md.Items {
+		list.Items[i].ObjectMeta = md.Items[i].ObjectMeta
+	}
+	return list, nil
 }
 
 // add records a finding.

@@ -779,7 +779,7 @@ func TestAPIError(t *testing.T) {
 		return true, nil, errors.New("etcd is down")
 	})
 	_, err := Diagnose(context.Background(), client, "default", "web", Options{})
-	if err == nil || err.Error() != "list pods in namespace default: etcd is down" {
+	if err == nil || err.Error() != "list pods of selector app=nginx in namespace default: etcd is down" {
 		t.Errorf("err = %v, want the pod list's error with context", err)
 	}
 }

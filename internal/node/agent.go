@@ -112,7 +112,7 @@ type Config struct {
 	StaticPods []StaticPod
 	// ProxyFrontends, if set, reads the node's Service proxy's frontends
 	// back from its data plane, for the server's /proxy/frontends.
-	ProxyFrontends proxy.FrontendReader
+	ProxyFrontends proxy.FrontendLister
 }
 
 // Agent is a running node agent.

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -22,7 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/rest"
 
+	"github.com/svcnet/svcnet/internal/dns/lookup"
 	"github.com/svcnet/svcnet/internal/httpserve"
+	"github.com/svcnet/svcnet/internal/netns"
+	"github.com/svcnet/svcnet/internal/nftrace"
 	"github.com/svcnet/svcnet/internal/pki"
 	"github.com/svcnet/svcnet/internal/proxy"
 )
@@ -31,14 +35,18 @@ import (
 // port 10250: /containerLogs, /exec and /attach/{namespace}/{pod}/{container},
 // /portForward/{namespace}/{pod}, /metrics, /metrics/resource, /stats/summary,
 // /pods, /logs/ and /healthz; and svcnet's /proxy/frontends, the Service
-// proxy's data plane read back. Clients must present a certificate of the
+// proxy's data plane read back, /dns/resolve, a question to the
+// cluster DNS from the node's network, and /proxy/trace, one connection
+// from a pod followed through the node's netfilter (internal/nftrace).
+// Clients must present a certificate of the
 // cluster's CA: the API server's, which reaches these paths through the
 // nodes/proxy subresource once its authorizer has allowed that, as
 // kube-apiserver reaches the kubelet.
 type server struct {
-	agent *Agent
-	ln    net.Listener
-	tls   *tls.Config
+	agent  *Agent
+	ln     net.Listener
+	tls    *tls.Config
+	tracer *nftrace.Tracer
 }
 
 // newServer listens on the configured address with a certificate of the
@@ -78,7 +86,7 @@ func newServer(a *Agent) (*server, error) {
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    clientCAs,
 		MinVersion:   tls.VersionTLS12,
-	}}, nil
+	}, tracer: nftrace.New(netns.Path(a.cfg.NetNS))}, nil
 }
 
 // clusterCAs is the CA the API client trusts, which also signs the API
@@ -124,9 +132,11 @@ func (s *server) serve(ctx context.Context) error {
 	mux.HandleFunc("/podProxy/{scheme}/{hostport}/{path...}", s.podProxy)
 	mux.HandleFunc("POST /podConnect/{hostport}", s.podConnect)
 	mux.HandleFunc("GET /pods", s.pods)
+	mux.HandleFunc("GET /"+lookup.Path, s.dnsResolve)
 	if s.agent.cfg.ProxyFrontends != nil {
 		mux.HandleFunc("GET /proxy/frontends", s.proxyFrontends)
 	}
+	mux.HandleFunc("POST /"+nftrace.Path, s.proxyTrace)
 	// As the kubelet's /logs/: the node's log directory, listed and read.
 	mux.Handle("GET /logs/", http.StripPrefix("/logs/", http.FileServer(http.Dir(nodeLogDir))))
 	for _, m := range []string{"GET", "POST"} {
@@ -157,19 +167,59 @@ func (s *server) pods(w http.ResponseWriter, _ *http.Request) {
 }
 
 // proxyFrontends serves the Service proxy's frontends, read back from its
-// data plane, as a proxy.FrontendList.
+// data plane, as a proxy.FrontendList: only those of the Service its
+// query's service names (namespace/name), if it does.
 func (s *server) proxyFrontends(w http.ResponseWriter, r *http.Request) {
-	list, err := s.agent.cfg.ProxyFrontends.Frontends(r.Context())
+	list, err := s.agent.cfg.ProxyFrontends.ListFrontends(r.Context(), r.URL.Query().Get("service"))
 	if err != nil {
 		writeStatus(w, fmt.Errorf("read the Service proxy's data plane: %w", err))
 		return
 	}
-	if list == nil {
-		list = []proxy.Frontend{}
+	if list.Frontends == nil {
+		list.Frontends = []proxy.Frontend{}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(proxy.FrontendList{Frontends: list}); err != nil {
+	if err := json.NewEncoder(w).Encode(list); err != nil {
 		slog.Debug("write /proxy/frontends", "err", err)
+	}
+}
+
+// proxyTrace follows a connection from one of this node's pods, an
+// nftrace.Request, and answers an nftrace.Result.
+func (s *server) proxyTrace(w http.ResponseWriter, r *http.Request) {
+	var req nftrace.Request
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
+		writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("read the trace request: %v", err)))
+		return
+	}
+	if err := req.Validate(); err != nil {
+		writeStatus(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	pod, err := s.agent.podLister.Pods(req.Namespace).Get(req.Pod)
+	if err != nil {
+		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, req.Pod))
+		return
+	}
+	rec, err := s.agent.loadPodRecord(string(pod.UID))
+	if err != nil || rec.IP == "" {
+		writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("pod %s/%s has no network on node %s yet", req.Namespace, req.Pod, s.agent.cfg.NodeName)))
+		return
+	}
+	src := nftrace.Source{IP: rec.IP, NetNS: rec.NetNS, ResolvConf: filepath.Join(s.agent.rt.podDir(string(pod.UID)), "etc", "resolv.conf")}
+	res, err := s.tracer.Trace(r.Context(), src, req)
+	if err != nil {
+		writeStatus(w, fmt.Errorf("trace from pod %s/%s: %w", req.Namespace, req.Pod, err))
+		return
+	}
+	res.Node = s.agent.cfg.NodeName
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(res); err != nil {
+		slog.Debug("write /proxy/trace", "err", err)
 	}
 }
 

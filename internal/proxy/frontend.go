@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -96,13 +97,23 @@ func SortFrontends(list []Frontend) {
 	})
 }
 
-// FrontendList is a node's frontends, as its agent serves them.
+// FrontendList is a node's frontends, as its agent serves them, and when
+// its proxy last wrote its data plane.
 type FrontendList struct {
 	Frontends []Frontend `json:"frontends"`
+	// LastSync is the proxy's last successful sync; zero before the first.
+	LastSync time.Time `json:"lastSync,omitzero"`
 }
 
 // FrontendReader is a backend that reads its frontends back from the data
-// plane it keeps.
+// plane it keeps: those of the Service named by service (namespace/name),
+// or every one when service is empty.
 type FrontendReader interface {
-	Frontends(ctx context.Context) ([]Frontend, error)
+	Frontends(ctx context.Context, service string) ([]Frontend, error)
+}
+
+// FrontendLister lists a node's frontends with its proxy's last sync, as
+// the node's agent serves them.
+type FrontendLister interface {
+	ListFrontends(ctx context.Context, service string) (FrontendList, error)
 }

@@ -14,7 +14,9 @@ import (
 // TestDoctor runs `svcnet doctor` (and the kubectl plugin) against the
 // broken Services of issue 21's acceptance: seed 003's selector typo, a
 // readiness failure, a targetPort the pods do not declare, a named port
-// no container has; a healthy Service exits 0.
+// no container has, externalTrafficPolicy Local with endpoints on other
+// nodes only, a load balancer without a pool; a healthy Service exits 0,
+// its node's data plane in sync and the cluster DNS answering its name.
 func TestDoctor(t *testing.T) {
 	t.Parallel()
 	c := startNodeCluster(t)
@@ -76,6 +78,32 @@ metadata: {name: healthy}
 spec:
   selector: {app: nginx}
   ports: [{port: 80, targetPort: web}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: elsewhere}
+spec:
+  type: NodePort
+  externalTrafficPolicy: Local
+  ports: [{port: 80}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: elsewhere-1, labels: {kubernetes.io/service-name: elsewhere}}
+addressType: IPv4
+ports: [{port: 80, protocol: TCP}]
+endpoints:
+- addresses: [10.244.9.9]
+  nodeName: another-node
+  conditions: {ready: true}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: nopool}
+spec:
+  type: LoadBalancer
+  selector: {app: nginx}
+  ports: [{port: 80, targetPort: web}]
 `, "apply", "-f", "-")
 	c.waitReady("nginx", "True", 60*time.Second)
 
@@ -114,10 +142,23 @@ spec:
 			t.Errorf("plugin=%v: doctor svc/typo exited %d: %+v\n%s", plugin, code, r, stderr)
 		}
 	}
-	// Healthy once the node's proxy has the endpoint too.
+	// Healthy once the node's proxy has the endpoint too; its proxy's
+	// last sync is said, and the cluster DNS answers the Service's name.
 	eventually(t, 30*time.Second, func() string {
-		if r, _, code := doctor(false, "healthy"); code != 0 || !r.Healthy {
+		if r, _, code := doctor(false, "healthy"); code != 0 || !r.Healthy || !r.has("DataPlaneInSync", "matches the Service's EndpointSlices") ||
+			!r.evidence("DataPlaneInSync", "node "+nodeName, "last sync ") || !r.evidence("DNSNames", "cluster DNS 10.96.0.10:53", "answers 1 record as above") {
 			return fmt.Sprintf("doctor svc/healthy exited %d: %s", code, r)
+		}
+		return ""
+	})
+	// Endpoints on other nodes only, under externalTrafficPolicy Local.
+	if r, _, _ := doctor(false, "elsewhere"); !r.has("NoLocalEndpointOnNodes", "node "+nodeName+" has no ready endpoint of this Service") {
+		t.Errorf("doctor svc/elsewhere: %s", r)
+	}
+	// A load balancer without a pool to take its address from.
+	eventually(t, 30*time.Second, func() string {
+		if r, _, code := doctor(false, "nopool"); code != 1 || !r.has("LoadBalancerPending", "") {
+			return fmt.Sprintf("doctor svc/nopool exited %d: %s", code, r)
 		}
 		return ""
 	})
@@ -142,7 +183,24 @@ type report struct {
 	Findings []struct {
 		Code     string `json:"code"`
 		Sentence string `json:"sentence"`
+		Evidence []struct {
+			Name  string `json:"name"`
+			Value string `json:"value"`
+		} `json:"evidence"`
 	} `json:"findings"`
+}
+
+// evidence reports whether a finding of code has the evidence name with a
+// value that begins with value.
+func (r report) evidence(code, name, value string) bool {
+	for _, f := range r.Findings {
+		for _, e := range f.Evidence {
+			if f.Code == code && e.Name == name && strings.HasPrefix(e.Value, value) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // has reports whether a finding of code says text.

@@ -20,8 +20,8 @@ import (
 
 // Frontends reads the backend's frontends back from the kernel
 // (ReadFrontends).
-func (b *Backend) Frontends(ctx context.Context) ([]proxy.Frontend, error) {
-	return ReadFrontends(ctx, b.netns)
+func (b *Backend) Frontends(ctx context.Context, service string) ([]proxy.Frontend, error) {
+	return ReadFrontends(ctx, b.netns, service)
 }
 
 // ReadFrontends reads the proxy's tables in the network namespace at
@@ -36,7 +36,12 @@ func (b *Backend) Frontends(ctx context.Context) ([]proxy.Frontend, error) {
 // the kernel's, not the backend's memory: a rule deleted by hand is
 // missing from the answer. A read while a sync applies may see some
 // chains before it and some after.
-func ReadFrontends(ctx context.Context, netnsPath string) ([]proxy.Frontend, error) {
+//
+// With service set (namespace/name), only that Service's frontends are
+// read: the maps' elements name their Service in their comment, so the
+// chains of the others are not listed (a Service's own read stays quick
+// among 10,000).
+func ReadFrontends(ctx context.Context, netnsPath, service string) ([]proxy.Frontend, error) {
 	b := &Backend{netns: netnsPath}
 	conn, done, err := b.conn(nftables.AsLasting())
 	if err != nil {
@@ -49,7 +54,7 @@ func ReadFrontends(ctx context.Context, netnsPath string) ([]proxy.Frontend, err
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		list, err := readFamily(ctx, conn, f)
+		list, err := readFamily(ctx, conn, f, service)
 		if err != nil {
 			return nil, fmt.Errorf("read the %s table %s: %w", f.name, TableName, err)
 		}
@@ -85,7 +90,7 @@ type frontendKey struct {
 	proto corev1.Protocol
 }
 
-func readFamily(ctx context.Context, conn *nftables.Conn, f family) ([]proxy.Frontend, error) {
+func readFamily(ctx context.Context, conn *nftables.Conn, f family, service string) ([]proxy.Frontend, error) {
 	table, err := conn.ListTableOfFamily(TableName, f.table)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil // no table: nothing captured
@@ -114,12 +119,16 @@ func readFamily(ctx context.Context, conn *nftables.Conn, f family) ([]proxy.Fro
 			if !ok || err != nil {
 				continue // not an element of ours
 			}
+			ns, name, port, kind, named := parseComment(e.Comment)
+			if service != "" && (!named || ns+"/"+name != service) {
+				continue
+			}
 			fr := fronts[k]
 			if fr == nil {
 				fr = &proxy.Frontend{Address: k.addr, Protocol: k.proto}
 				fronts[k] = fr
 			}
-			if ns, name, port, kind, ok := parseComment(e.Comment); ok {
+			if named {
 				fr.Namespace, fr.Name, fr.PortName, fr.Kind = ns, name, port, kind
 			}
 			if m.nodePort {

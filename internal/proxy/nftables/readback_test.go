@@ -27,7 +27,7 @@ func TestReadFrontendsFromTheKernel(t *testing.T) {
 	path := "/var/run/netns/" + ns
 	ctx := context.Background()
 	// A namespace without the proxy's tables has no frontends.
-	if got, err := ReadFrontends(ctx, path); err != nil || len(got) != 0 {
+	if got, err := ReadFrontends(ctx, path, ""); err != nil || len(got) != 0 {
 		t.Fatalf("before any sync: %v, %v", got, err)
 	}
 	b, err := New(Config{NetNS: path, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")}})
@@ -47,7 +47,7 @@ func TestReadFrontendsFromTheKernel(t *testing.T) {
 	if _, err := b.Sync(ctx, proxy.Update{Full: true, Services: services}); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	got, err := b.Frontends(ctx)
+	got, err := b.Frontends(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +65,14 @@ func TestReadFrontendsFromTheKernel(t *testing.T) {
 	if got[0].PortName != "dns" || got[2].PortName != "" {
 		t.Errorf("port names %q, %q", got[0].PortName, got[2].PortName)
 	}
+	// One Service's frontends, read alone.
+	one, err := b.Frontends(ctx, "default/empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := gocmp.Diff(want[:1], lines(one)); diff != "" {
+		t.Errorf("frontends of default/empty (-want +got):\n%s", diff)
+	}
 
 	// Delete the rule that picks the first endpoint of web, by hand: the
 	// kernel no longer sends anything there, and the read-back says so.
@@ -77,7 +85,7 @@ func TestReadFrontendsFromTheKernel(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "exec", ns, "nft", "delete", "rule", "ip", TableName, chain, "handle", m[1]).CombinedOutput(); err != nil {
 		t.Fatalf("nft delete rule: %v: %s", err, out)
 	}
-	got, err = ReadFrontends(ctx, path)
+	got, err = ReadFrontends(ctx, path, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +112,7 @@ func TestReadFrontendsFromTheKernel(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "exec", ns, "nft", "delete", "rule", "ip", TableName, epChain, "handle", m[1]).CombinedOutput(); err != nil {
 		t.Fatalf("nft delete rule: %v: %s", err, out)
 	}
-	got, err = ReadFrontends(ctx, path)
+	got, err = ReadFrontends(ctx, path, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -294,12 +294,16 @@ func (b *Backend) open(k frontendKey, t target, kind proxy.FrontendKind) error {
 // Frontends are the sockets the backend listens on, each with the
 // endpoints its balancer holds now (none: connections are reset, Reject).
 // A NodePort on every address of the node has the unspecified IPv4
-// address. Addresses that could not be bound are not frontends.
-func (b *Backend) Frontends(context.Context) ([]proxy.Frontend, error) {
+// address. Addresses that could not be bound are not frontends. With
+// service set (namespace/name), only that Service's.
+func (b *Backend) Frontends(_ context.Context, service string) ([]proxy.Frontend, error) {
 	b.live.RLock()
 	defer b.live.RUnlock()
 	out := make([]proxy.Frontend, 0, len(b.frontends))
 	for k, f := range b.frontends {
+		if service != "" && f.target.service.String() != service {
+			continue
+		}
 		addr := k.addr
 		if !addr.Addr().IsValid() {
 			addr = netip.AddrPortFrom(netip.IPv4Unspecified(), addr.Port())

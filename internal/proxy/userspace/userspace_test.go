@@ -374,7 +374,7 @@ func TestFrontendsAreTheLiveSockets(t *testing.T) {
 	dns := service(corev1.ProtocolUDP, freePort(t, "udp", clusterIP), 0)
 	dns.Name.Name = "dns"
 	apply(t, b, true, web, dns)
-	got, err := b.Frontends(context.Background())
+	got, err := b.Frontends(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,9 +392,12 @@ func TestFrontendsAreTheLiveSockets(t *testing.T) {
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("frontends:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
+	if one, err := b.Frontends(context.Background(), "default/dns"); err != nil || len(one) != 1 || one[0].Name != "dns" {
+		t.Errorf("frontends of default/dns: %v, %v", one, err)
+	}
 	// The endpoints change under the open sockets.
 	apply(t, b, false, service(corev1.ProtocolTCP, port, nodePort, bb), dns)
-	got, err = b.Frontends(context.Background())
+	got, err = b.Frontends(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
