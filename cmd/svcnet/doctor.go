@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/cluster"
@@ -33,16 +34,9 @@ func doctorCommand() *cobra.Command {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("--output %q: want text or json", output)
 			}
-			loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-				&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfigPath(kubeconfig)}, &clientcmd.ConfigOverrides{})
-			if namespace == "" {
-				if namespace, _, err = loader.Namespace(); err != nil {
-					return fmt.Errorf("the kubeconfig's namespace: %w", err)
-				}
-			}
-			cfg, err := loader.ClientConfig()
+			cfg, namespace, err := loadKubeconfig(kubeconfig, namespace)
 			if err != nil {
-				return fmt.Errorf("load kubeconfig: %w", err)
+				return err
 			}
 			client, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
@@ -100,6 +94,25 @@ func serviceArg(arg string) (string, error) {
 		return name, nil
 	}
 	return "", fmt.Errorf("%q: the doctor diagnoses Services: give svc/NAME", arg)
+}
+
+// loadKubeconfig reads the kubeconfig (as kubeconfigPath finds it), and
+// its context's namespace when namespace is empty (default, if it names
+// none).
+func loadKubeconfig(kubeconfig, namespace string) (*rest.Config, string, error) {
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfigPath(kubeconfig)}, &clientcmd.ConfigOverrides{})
+	if namespace == "" {
+		var err error
+		if namespace, _, err = loader.Namespace(); err != nil {
+			return nil, "", fmt.Errorf("the kubeconfig's namespace: %w", err)
+		}
+	}
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("load kubeconfig: %w", err)
+	}
+	return cfg, namespace, nil
 }
 
 // kubeconfigPath is the flag's kubeconfig, else $KUBECONFIG's first, else

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/svcnet/svcnet/internal/nftrace"
 )
@@ -39,17 +38,9 @@ func traceCommand() *cobra.Command {
 			if from == "" || to == "" {
 				return errors.New("--from and --to are required")
 			}
-			loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-				&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfigPath(kubeconfig)}, &clientcmd.ConfigOverrides{})
-			var err error
-			if namespace == "" {
-				if namespace, _, err = loader.Namespace(); err != nil {
-					return fmt.Errorf("the kubeconfig's namespace: %w", err)
-				}
-			}
-			cfg, err := loader.ClientConfig()
+			cfg, namespace, err := loadKubeconfig(kubeconfig, namespace)
 			if err != nil {
-				return fmt.Errorf("load kubeconfig: %w", err)
+				return err
 			}
 			client, err := kubernetes.NewForConfig(cfg)
 			if err != nil {

@@ -183,6 +183,15 @@ func newDiscovery(set *registry.Set) *discovery {
 
 func (d *discovery) paths() []string { return d.pathsCache }
 
+// withPath is the sorted paths with p added in its place (a copy).
+func withPath(paths []string, p string) []string {
+	i, found := slices.BinarySearch(paths, p)
+	if found {
+		return paths
+	}
+	return slices.Insert(slices.Clone(paths), i, p)
+}
+
 // claims reports whether path lies under /api or under a served API
 // group, where kube-apiserver's go-restful web services (the legacy root
 // and each group's) own every path, known or not.

@@ -23,10 +23,17 @@ type Loopback struct {
 }
 
 // serve is set by New: the server's handler for the API server's own
-// requests.
+// requests. As upstream's loopback client, which passes the whole filter
+// chain, a request may impersonate (rest.Config.Impersonate): a page the
+// server serves acts as its user that way.
 func (l *Loopback) serve(s *Server) {
 	var h http.Handler = s.metrics.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.authorize(w, r.WithContext(authn.WithUser(r.Context(), authn.Loopback())))
+		u, err := s.impersonate(r, authn.Loopback())
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		s.authorize(w, r.WithContext(authn.WithUser(r.Context(), u)))
 	}))
 	l.handler.Store(&h)
 }

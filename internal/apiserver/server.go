@@ -62,7 +62,18 @@ type Config struct {
 	// Aggregator, if set, serves the group versions of APIServices that
 	// name a Service.
 	Aggregator Aggregator
+	// Pages, if set, serves the paths under PagesPrefix (svcnet's own
+	// pages, such as the topology page) to authorized requests, whose
+	// context holds the user; nil answers 404.
+	Pages http.Handler
 }
+
+// PagesPrefix is the path under which Config.Pages serves, and
+// TopologyPath the topology page's path, listed at the root.
+const (
+	PagesPrefix  = "/svcnet/"
+	TopologyPath = PagesPrefix + "topology/"
+)
 
 // Aggregator is kube-aggregator's part of the server (internal/aggregator).
 type Aggregator interface {
@@ -90,6 +101,7 @@ type Server struct {
 	issuer     http.Handler
 	admission  admission.Plugin
 	aggregator Aggregator
+	pages      http.Handler
 }
 
 // New builds a Server. The resource set must include namespaces.
@@ -112,6 +124,7 @@ func New(c Config) (*Server, error) {
 		issuer:     c.Issuer,
 		admission:  c.Admission,
 		aggregator: c.Aggregator,
+		pages:      c.Pages,
 	}
 	s.kubelet = &http.Client{Transport: &http.Transport{TLSClientConfig: s.kubeletTLS}}
 	if s.authn == nil {
@@ -224,8 +237,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.openapi.ServeHTTP(w, r)
 			return
 		}
+	case strings.HasPrefix(p, PagesPrefix) && s.pages != nil:
+		s.pages.ServeHTTP(w, r)
+		return
 	case p == "/":
-		writeRawJSON(w, http.StatusOK, map[string][]string{"paths": s.discovery.get(s.resources).paths()})
+		paths := s.discovery.get(s.resources).paths()
+		if s.pages != nil {
+			paths = withPath(paths, TopologyPath)
+		}
+		writeRawJSON(w, http.StatusOK, map[string][]string{"paths": paths})
 		return
 	}
 	var aggregated []apidiscoveryv2.APIGroupDiscovery

@@ -53,6 +53,7 @@ import (
 	"github.com/svcnet/svcnet/internal/registry/all"
 	"github.com/svcnet/svcnet/internal/storage"
 	"github.com/svcnet/svcnet/internal/storage/encryption"
+	"github.com/svcnet/svcnet/internal/topology"
 )
 
 // maintenanceInterval is how often the embedded etcd's database is looked
@@ -290,6 +291,13 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		a.stopStorage()
 		return nil, err
 	}
+	// The topology page (under /svcnet/topology/) runs the doctor as the
+	// user who asks, through the loopback client.
+	pages, err := topology.New(lb.Config())
+	if err != nil {
+		a.stopStorage()
+		return nil, err
+	}
 	var srv *apiserver.Server
 	agg, err := aggregatorpkg.New(aggregatorpkg.Config{Client: aggregator, Kube: loopback, ProxyClientCert: proxyClient,
 		Dial: func(ctx context.Context, namespace, name string, port int32) (net.Conn, error) {
@@ -301,7 +309,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 		return nil, fmt.Errorf("aggregator: %w", err)
 	}
 	srv, err = apiserver.New(apiserver.Config{
-		Store: store, Resources: set, OpenAPI: oapi, KubeletTLS: kubeletTLS, Aggregator: agg,
+		Store: store, Resources: set, OpenAPI: oapi, KubeletTLS: kubeletTLS, Aggregator: agg, Pages: pages,
 		Authenticator: auth.authn, Authorizer: auth.chain, Admission: auth.admission, Loopback: lb,
 		Issuer: serviceaccount.Discovery(serviceaccount.DefaultIssuer, auth.key),
 		Version: version.Info{Major: "1", Minor: minorOf(KubernetesVersion), GitVersion: KubernetesVersion,
@@ -447,6 +455,7 @@ func StartAPIServer(ctx context.Context, o APIServerOptions) (*APIServer, error)
 	a.AdvertiseURL = "https://" + net.JoinHostPort(advertise.String(), port)
 	a.Started = time.Now()
 	slog.Info("API server serving", "url", a.URL, "addresses", addrs, "etcd", strings.Join(endpoints, ","), "version", KubernetesVersion)
+	slog.Info("topology page: run `kubectl proxy`, then open http://127.0.0.1:8001"+apiserver.TopologyPath, "path", apiserver.TopologyPath)
 	return a, nil
 }
 
