@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 
 	"github.com/svcnet/svcnet/bench/internal/benchenv"
 	"github.com/svcnet/svcnet/bench/internal/benchmain"
@@ -81,10 +80,6 @@ func (c config) run(ctx context.Context) (*result, error) {
 	if _, err := srv.Client.CoreV1().Services("default").Create(ctx, typo, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create service typo: %w", err)
 	}
-	md, err := metadata.NewForConfig(srv.Config)
-	if err != nil {
-		return nil, fmt.Errorf("metadata client: %w", err)
-	}
 	var healthy, typos, describes []time.Duration
 	for i := range c.rounds {
 		name := fmt.Sprintf("svc-%05d", i*c.services/c.rounds)
@@ -92,8 +87,8 @@ func (c config) run(ctx context.Context) (*result, error) {
 			lat *[]time.Duration
 			run func() error
 		}{
-			{&healthy, func() error { return diagnose(ctx, srv.Client, md, name, true) }},
-			{&typos, func() error { return diagnose(ctx, srv.Client, md, "typo", false) }},
+			{&healthy, func() error { return diagnose(ctx, srv.Client, name, true) }},
+			{&typos, func() error { return diagnose(ctx, srv.Client, "typo", false) }},
 			{&describes, func() error { return describe(ctx, srv.Client, name) }},
 		} {
 			start := time.Now()
@@ -110,8 +105,8 @@ func (c config) run(ctx context.Context) (*result, error) {
 
 // diagnose runs the doctor on default/name, as `svcnet doctor` does
 // without the nodes, and checks its verdict.
-func diagnose(ctx context.Context, client kubernetes.Interface, md metadata.Interface, name string, wantHealthy bool) error {
-	r, err := doctor.Diagnose(ctx, client, "default", name, doctor.Options{Metadata: md})
+func diagnose(ctx context.Context, client kubernetes.Interface, name string, wantHealthy bool) error {
+	r, err := doctor.Diagnose(ctx, client, "default", name, doctor.Options{Core: client.CoreV1().RESTClient()})
 	if err != nil {
 		return fmt.Errorf("diagnose %s: %w", name, err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -42,11 +41,7 @@ func doctorCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			md, err := metadata.NewForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			opts := doctor.Options{ClusterDomain: domain, Metadata: md}
+			opts := doctor.Options{ClusterDomain: domain, Core: client.CoreV1().RESTClient()}
 			if dataPlane {
 				opts.DataPlane = doctor.NodesDataPlane(client)
 			}

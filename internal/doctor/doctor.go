@@ -37,13 +37,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/svcnet/svcnet/internal/proxy"
 )
@@ -197,9 +199,11 @@ type Options struct {
 	Resolver Resolver
 	// Now is the clock for ages; nil is time.Now.
 	Now func() time.Time
-	// Metadata, if set, lists objects whose metadata is all the doctor
-	// reads (the namespace's pods, for a selector's near misses).
-	Metadata metadata.Interface
+	// Core, if set, is the core group's REST client
+	// (CoreV1().RESTClient()), through which the doctor lists the
+	// namespace's pods as metadata when it needs their labels alone (a
+	// selector's near misses).
+	Core rest.Interface
 }
 
 // diagnosis is the state of one Diagnose call.
@@ -297,8 +301,20 @@ func (d *diagnosis) selectedPods() error {
 	if err != nil {
 		return fmt.Errorf("list pods of selector %s in namespace %s: %w", selector, svc.Namespace, err)
 	}
+	var elsewhere *corev1.PodList
 	if len(list.Items) == 0 {
-		if list, err = d.namespacePods(); err != nil {
+		// No pod matches: the namespace's pods, for near misses, and the
+		// selector's pods in other namespaces, read at the same time.
+		var g errgroup.Group
+		g.Go(func() (err error) {
+			list, err = d.namespacePods()
+			return err
+		})
+		g.Go(func() (err error) {
+			elsewhere, err = d.podsElsewhere()
+			return err
+		})
+		if err := g.Wait(); err != nil {
 			return err
 		}
 	}
@@ -313,7 +329,8 @@ func (d *diagnosis) selectedPods() error {
 	slices.SortFunc(d.pods, byName)
 	slices.SortFunc(d.matched, byName)
 	if len(d.matched) == 0 {
-		return d.selectorMatchesNoPods()
+		d.selectorMatchesNoPods(elsewhere)
+		return nil
 	}
 	if err := d.podsReady(); err != nil {
 		return err
@@ -331,26 +348,37 @@ func (d *diagnosis) now() time.Time {
 	return time.Now()
 }
 
-// namespacePods lists the pods of the Service's namespace, whose labels
-// alone the search for near misses reads: their metadata only, when
-// Options.Metadata can list it (at thousands of pods a fraction of the
-// whole list's cost).
+// namespacePods lists the pods of the Service's namespace, whose names
+// and labels alone the search for near misses reads: through
+// Options.Core, as metadata (PartialObjectMetadataList) of which only
+// those are decoded, at thousands of pods a fraction of the whole list's
+// cost; else the typed list.
 func (d *diagnosis) namespacePods() (*corev1.PodList, error) {
 	ns := d.svc.Namespace
-	if d.opts.Metadata == nil {
+	if d.opts.Core == nil {
 		list, err := d.client.CoreV1().Pods(ns).List(d.ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("list pods in namespace %s: %w", ns, err)
 		}
 		return list, nil
 	}
-	md, err := d.opts.Metadata.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(ns).List(d.ctx, metav1.ListOptions{})
+	body, err := d.opts.Core.Get().Namespace(ns).Resource("pods").
+		SetHeader("Accept", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1").DoRaw(d.ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list the metadata of pods in namespace %s: %w", ns, err)
 	}
-	list := &corev1.PodList{Items: make([]corev1.Pod, len(md.Items))}
-	for i := range md.Items {
-		list.Items[i].ObjectMeta = md.Items[i].ObjectMeta
+	items := gjson.GetBytes(body, "items").Array()
+	list := &corev1.PodList{Items: make([]corev1.Pod, len(items))}
+	for i, it := range items {
+		p := &list.Items[i]
+		p.Namespace, p.Name = ns, it.Get("metadata.name").String()
+		if ls := it.Get("metadata.labels"); ls.IsObject() {
+			p.Labels = map[string]string{}
+			ls.ForEach(func(k, v gjson.Result) bool {
+				p.Labels[k.String()] = v.String()
+				return true
+			})
+		}
 	}
 	return list, nil
 }

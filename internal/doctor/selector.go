@@ -176,16 +176,23 @@ type nearMiss struct {
 	pods []*corev1.Pod
 }
 
+// podsElsewhere lists the pods that the Service's selector matches in
+// every namespace (a page of them).
+func (d *diagnosis) podsElsewhere() (*corev1.PodList, error) {
+	selector := labels.Set(d.svc.Spec.Selector).String()
+	list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(d.ctx, metav1.ListOptions{LabelSelector: selector, Limit: listPage})
+	if err != nil {
+		return nil, fmt.Errorf("list pods with labels %s in all namespaces: %w", selector, err)
+	}
+	return list, nil
+}
+
 // selectorMatchesNoPods reports a selector that matches no pod of the
 // namespace, with the near misses and the matching pods of other
-// namespaces.
-func (d *diagnosis) selectorMatchesNoPods() error {
+// namespaces (elsewhere, podsElsewhere's).
+func (d *diagnosis) selectorMatchesNoPods(elsewhere *corev1.PodList) {
 	svc := d.svc
 	selector := labels.Set(svc.Spec.Selector).String()
-	elsewhere, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(d.ctx, metav1.ListOptions{LabelSelector: selector, Limit: listPage})
-	if err != nil {
-		return fmt.Errorf("list pods with labels %s in all namespaces: %w", selector, err)
-	}
 	byNS := map[string][]string{}
 	match := labels.SelectorFromSet(svc.Spec.Selector)
 	for _, p := range elsewhere.Items {
@@ -226,7 +233,6 @@ func (d *diagnosis) selectorMatchesNoPods() error {
 		}
 	}
 	d.add(SeverityError, SelectorMatchesNoPods, sentence, evidence...)
-	return nil
 }
 
 // nearMisses finds, for the pods whose labels differ from selector by

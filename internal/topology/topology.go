@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/svcnet/svcnet/internal/apiserver"
@@ -147,7 +146,7 @@ func (h *Handler) diagnose(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewUnauthorized("no user"))
 		return
 	}
-	client, md, err := h.clientsFor(u)
+	client, err := h.clientFor(u)
 	if err != nil {
 		slog.Error("topology page: doctor's client", "user", u.GetName(), "err", err)
 		writeStatus(w, apierrors.NewInternalError(err))
@@ -157,7 +156,7 @@ func (h *Handler) diagnose(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	report, err := doctor.Diagnose(ctx, client, ns, name, doctor.Options{DataPlane: doctor.NodesDataPlane(client),
-		Resolver: doctor.NodesResolver(client), Metadata: md})
+		Resolver: doctor.NodesResolver(client), Core: client.CoreV1().RESTClient()})
 	if err != nil {
 		writeStatus(w, fmt.Errorf("diagnose service %s/%s: %w", ns, name, err))
 		return
@@ -177,20 +176,15 @@ func (h *Handler) diagnose(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// clientsFor are clients of the API server (typed, and for metadata)
-// acting as u.
-func (h *Handler) clientsFor(u user.Info) (kubernetes.Interface, metadata.Interface, error) {
+// clientFor is a client of the API server acting as u.
+func (h *Handler) clientFor(u user.Info) (kubernetes.Interface, error) {
 	cfg := rest.CopyConfig(h.loopback)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra()}
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("client impersonating %s: %w", u.GetName(), err)
+		return nil, fmt.Errorf("client impersonating %s: %w", u.GetName(), err)
 	}
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("metadata client impersonating %s: %w", u.GetName(), err)
-	}
-	return c, md, nil
+	return c, nil
 }
 
 // writeStatus answers err as a metav1.Status: an API error keeps its
