@@ -302,7 +302,7 @@ func (d *diagnosis) selectedPods() error {
 		return fmt.Errorf("list pods of selector %s in namespace %s: %w", selector, svc.Namespace, err)
 	}
 	var elsewhere *corev1.PodList
-	if len(list.Items) == 0 {
+	if !slices.ContainsFunc(list.Items, func(p corev1.Pod) bool { return selector.Matches(labels.Set(p.Labels)) }) {
 		// No pod matches: the namespace's pods, for near misses, and the
 		// selector's pods in other namespaces, read at the same time.
 		var g errgroup.Group
