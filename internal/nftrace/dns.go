@@ -10,10 +10,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/svcnet/svcnet/internal/dns/lookup"
 	"github.com/svcnet/svcnet/internal/netns"
 )
 
@@ -84,12 +84,9 @@ func (rc resolvConf) candidates(name string) []string {
 	return append(searched, dns.Fqdn(name))
 }
 
-// dnsTimeout bounds one question to one nameserver.
-const dnsTimeout = 2 * time.Second
-
 // resolve resolves name as the pod would: its resolv.conf's search list
-// and nameservers, asked over UDP from its network namespace; an AAAA
-// question for a pod with an IPv6 address, else A.
+// and nameservers, asked from its network namespace; an AAAA question
+// for a pod with an IPv6 address, else A.
 func resolve(ctx context.Context, src Source, name string, v6 bool) (*DNSAnswer, error) {
 	b, err := os.ReadFile(src.ResolvConf)
 	if err != nil {
@@ -99,61 +96,45 @@ func resolve(ctx context.Context, src Source, name string, v6 bool) (*DNSAnswer,
 	if len(rc.nameservers) == 0 {
 		return nil, fmt.Errorf("the pod's resolv.conf names no nameserver, so %s cannot be resolved", name)
 	}
-	qtype := dns.TypeA
+	typ := "A"
 	if v6 {
-		qtype = dns.TypeAAAA
+		typ = "AAAA"
 	}
 	ans := &DNSAnswer{Name: name}
 	for _, q := range rc.candidates(name) {
-		m := new(dns.Msg)
-		m.SetQuestion(q, qtype)
-		reply, server, err := exchange(ctx, src.NetNS, rc.nameservers, m)
+		a, err := ask(ctx, src.NetNS, rc.nameservers, q, typ)
 		if err != nil {
 			return nil, fmt.Errorf("resolve %s: %w", name, err)
 		}
-		for _, rr := range reply.Answer {
-			switch a := rr.(type) {
-			case *dns.A:
-				ans.Addresses = append(ans.Addresses, a.A.String())
-			case *dns.AAAA:
-				ans.Addresses = append(ans.Addresses, a.AAAA.String())
-			}
-		}
-		if len(ans.Addresses) > 0 {
-			ans.Query, ans.Server = q, server
+		if len(a.Records) > 0 {
+			ans.Addresses, ans.Query, ans.Server = a.Records, q, a.Server
 			return ans, nil
 		}
-		ans.Tried = append(ans.Tried, q+" ("+dns.RcodeToString[reply.Rcode]+")")
+		ans.Tried = append(ans.Tried, q+" ("+a.Rcode+")")
 	}
 	return nil, fmt.Errorf("%s has no address: asked %s", name, strings.Join(ans.Tried, ", "))
 }
 
-// exchange asks the nameservers in turn, from the namespace at nsPath,
-// until one answers.
-func exchange(ctx context.Context, nsPath string, servers []string, m *dns.Msg) (*dns.Msg, string, error) {
-	var errs []error
-	for _, s := range servers {
-		addr := net.JoinHostPort(s, "53")
-		var conn net.Conn
-		err := netns.Do(nsPath, func() error {
-			var err error
-			conn, err = (&net.Dialer{}).DialContext(ctx, "udp", addr)
+// ask asks the nameservers in turn, from the namespace at nsPath, until
+// one answers.
+func ask(ctx context.Context, nsPath string, servers []string, name, typ string) (lookup.Answer, error) {
+	dial := func(ctx context.Context, network, address string) (conn net.Conn, err error) {
+		err = netns.Do(nsPath, func() error {
+			conn, err = (&net.Dialer{}).DialContext(ctx, network, address)
 			return err
 		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("nameserver %s: %w", s, err))
-			continue
-		}
-		c := &dns.Client{Timeout: dnsTimeout}
-		reply, _, err := c.ExchangeWithConnContext(ctx, m, &dns.Conn{Conn: conn})
-		conn.Close()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("nameserver %s: %w", s, err))
-			continue
-		}
-		return reply, s, nil
+		return conn, err
 	}
-	return nil, "", errors.Join(errs...)
+	var errs []error
+	for _, s := range servers {
+		a, err := lookup.Ask(ctx, dial, net.JoinHostPort(s, "53"), name, typ)
+		if err == nil {
+			a.Server = s
+			return a, nil
+		}
+		errs = append(errs, fmt.Errorf("nameserver %s: %w", s, err))
+	}
+	return lookup.Answer{}, errors.Join(errs...)
 }
 
 // probeQuery is the name a UDP probe to port 53 asks for: the name
